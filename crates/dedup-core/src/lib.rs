@@ -1,0 +1,27 @@
+//! Pure deduplication logic for memdedup, with no I/O and no async runtime.
+//!
+//! The main types are [`Embedding`] (a unit-normalised `f32` vector), [`Threshold`]
+//! (a similarity cut-off in `[0, 1]` resolved from argument, environment and default),
+//! [`group_by_similarity`] (connected components of the "cosine >= threshold" graph,
+//! computed tile by tile in parallel), [`MergePlan`] (seed 000's first-entry-wins merge
+//! with summed counters) and [`Playbook`] (the agent playbook file, round-tripped without
+//! losing fields it does not understand).
+//!
+//! **Architecture invariant:** this crate depends on no async runtime, no database driver,
+//! no HTTP client and no ONNX Runtime. Everything here is deterministic and testable with
+//! hand-made vectors.
+#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
+
+mod embedding;
+mod error;
+mod group;
+mod merge;
+mod playbook;
+mod threshold;
+
+pub use embedding::Embedding;
+pub use error::{Error, Result};
+pub use group::{Edge, Group, GroupOptions, group_by_similarity};
+pub use merge::{Absorbed, MergePlan, MergedGroup, merge_counters};
+pub use playbook::{CANONICAL_SECTIONS, Entry, EntryRef, Playbook};
+pub use threshold::{DEFAULT_THRESHOLD, THRESHOLD_ENV_VAR, Threshold};

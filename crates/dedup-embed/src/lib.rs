@@ -1,0 +1,49 @@
+//! Embedders for memdedup: turn memory texts into [`Embedding`]s.
+//!
+//! [`Embedder`] is the object-safe trait every backend implements, so configuration can
+//! pick one at run time as `Arc<dyn Embedder>`. [`LocalEmbedder`] runs all-MiniLM-L6-v2
+//! offline through ONNX Runtime from the model cache that `cargo xtask fetch-model` fills
+//! ([`ModelDir`] finds it). [`OpenAiEmbedder`] speaks the OpenAI-compatible
+//! `/v1/embeddings` wire format (OpenAI, Ollama, vLLM, TEI).
+//!
+//! **Architecture invariant:** this crate depends on `dedup-core` only among memdedup's
+//! crates; it knows nothing of storage. CPU-heavy inference never runs on an async worker
+//! thread.
+#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
+
+mod error;
+mod local;
+mod model_dir;
+mod openai;
+
+use async_trait::async_trait;
+pub use dedup_core::Embedding;
+pub use error::{Error, Result};
+pub use local::{LOCAL_MODEL_ID, LocalEmbedder, LocalOptions};
+pub use model_dir::{
+    HOME_ENV_VAR, MODEL_DIR_ENV_VAR, MODEL_DIR_NAME, ModelDir, ModelFile, ModelLock, PinnedWheel, model_lock,
+};
+pub use openai::{OpenAiConfig, OpenAiEmbedder};
+
+/// Something that turns texts into unit-normalised embeddings.
+///
+/// Implementations must return exactly one embedding per input text, in input order, all
+/// with [`Embedder::dims`] dimensions.
+#[async_trait]
+pub trait Embedder: Send + Sync {
+    /// A stable identifier of the model, e.g. `all-MiniLM-L6-v2-int8`. Cached vectors are
+    /// keyed by it.
+    fn model_id(&self) -> &str;
+
+    /// Dimensions of every embedding this embedder returns.
+    fn dims(&self) -> usize;
+
+    /// Embeds a batch of texts.
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Embedding>>;
+
+    /// Embeds one text.
+    async fn embed_one(&self, text: &str) -> Result<Embedding> {
+        let mut out = self.embed(&[text.to_owned()]).await?;
+        out.pop().ok_or(Error::Malformed("the embedder returned no vector for one text".into()))
+    }
+}

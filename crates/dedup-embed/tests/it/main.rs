@@ -1,0 +1,3 @@
+//! Integration tests for `dedup-embed`: one binary, one module per embedder.
+
+mod openai;

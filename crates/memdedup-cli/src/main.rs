@@ -1,0 +1,2 @@
+//! The memdedup command.
+fn main() {}

@@ -1,0 +1,119 @@
+//! `cargo xtask bench`: the criterion throughput bench, then cold-process timings of the CLI.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use anyhow::{Context, Result, bail};
+
+use crate::process::{self, cargo};
+use crate::temp_dir::TempDir;
+
+/// Per-command help text.
+pub const HELP: &str = "\
+Runs `cargo bench -p memdedup --bench throughput -- ARGS` (skipped with --e2e-only),
+then times `memdedup playbook dedup` as a fresh process three times on a generated,
+deterministic 1,000-entry playbook (about 15% paraphrase near duplicates), with
+/usr/bin/time (Debian: apt-get install time). Each run prints its wall-clock seconds and
+peak resident memory; model loading is included, as a user would see it.";
+
+const GNU_TIME: &str = "/usr/bin/time";
+const ENTRIES: usize = 1000;
+const SEED: u64 = 2026;
+const RUNS: usize = 3;
+
+/// Runs the criterion bench (unless `e2e_only`) and the end-to-end timings.
+pub fn run(root: &Path, e2e_only: bool, bench_args: &[String]) -> Result<()> {
+    if !e2e_only {
+        println!(
+            "==> cargo bench -p memdedup --bench throughput -- {}",
+            bench_args.join(" ")
+        );
+        process::run(
+            cargo()
+                .args(["bench", "-p", "memdedup", "--bench", "throughput", "--"])
+                .args(bench_args)
+                .current_dir(root),
+        )?;
+    }
+
+    if !Path::new(GNU_TIME).is_file() {
+        bail!("{GNU_TIME} is missing; it measures peak memory: apt-get install time");
+    }
+    crate::model::fetch_model(None)?;
+    let bin = crate::demo::build_cli(root)?;
+
+    let scratch = TempDir::new("memdedup-bench")?;
+    let input = scratch.path().join(format!("playbook-{ENTRIES}.json"));
+    let generated = crate::synthetic_playbook::generate(ENTRIES, SEED);
+    let json = serde_json::to_string_pretty(&generated.doc)?;
+    std::fs::write(&input, json).with_context(|| format!("writing {}", input.display()))?;
+    println!(
+        "\n==> end to end: memdedup playbook dedup on {ENTRIES} entries \
+         ({} planted near duplicates, seed {SEED}), {RUNS} cold runs",
+        generated.near_duplicates
+    );
+
+    let output = scratch.path().join("deduped.json");
+    let timing = scratch.path().join("time.txt");
+    for run in 1..=RUNS {
+        let mut cmd = Command::new(GNU_TIME);
+        cmd.args(["-f", "%e %M", "-o"])
+            .arg(&timing)
+            .arg(&bin)
+            .args(["playbook", "dedup"])
+            .arg(&input)
+            .arg("-o")
+            .arg(&output)
+            .current_dir(root)
+            .stdin(Stdio::null());
+        let line = process::describe(&cmd);
+        let out = cmd
+            .output()
+            .with_context(|| format!("could not start `{line}`"))?;
+        if !out.status.success() {
+            bail!(
+                "`{line}` failed ({}):\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim_end()
+            );
+        }
+        let measured = std::fs::read_to_string(&timing)
+            .with_context(|| format!("reading {}", timing.display()))?;
+        let (secs, kib) = parse_time_output(&measured)
+            .with_context(|| format!("unexpected {GNU_TIME} output: {measured:?}"))?;
+        println!(
+            "  run {run}: {secs:>6.2} s wall  {:>7.1} MiB peak RSS",
+            kib as f64 / 1024.0
+        );
+    }
+    let after: usize = crate::demo::section_counts(&output)?
+        .iter()
+        .map(|(_, n)| n)
+        .sum();
+    println!("  entries: {ENTRIES} -> {after}");
+    Ok(())
+}
+
+/// Reads `%e %M` (seconds, KiB) from GNU time's `-o` file: the last non-empty line.
+fn parse_time_output(text: &str) -> Option<(f64, u64)> {
+    let line = text.lines().rev().find(|l| !l.trim().is_empty())?;
+    let mut parts = line.split_whitespace();
+    let secs = parts.next()?.parse().ok()?;
+    let kib = parts.next()?.parse().ok()?;
+    Some((secs, kib))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn time_output() {
+        assert_eq!(parse_time_output("1.23 45678\n"), Some((1.23, 45678)));
+        assert_eq!(
+            parse_time_output("Command exited with non-zero status 1\n0.50 1024\n"),
+            Some((0.5, 1024))
+        );
+        assert_eq!(parse_time_output(""), None);
+    }
+}

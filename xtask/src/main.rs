@@ -1,0 +1,207 @@
+//! `cargo xtask`: memdedup's project automation, written in Rust so it runs wherever cargo
+//! does.
+//!
+//! Commands: `fetch-model` installs the pinned local embedding model, `tidy` checks the
+//! house rules and architecture invariants, `ci` runs every check in order, `demo` shows
+//! the CLI on the example files, and `bench` runs the throughput benchmark plus a
+//! cold-process timing. Arguments are parsed by hand; errors are `anyhow` errors.
+//!
+//! **Architecture invariant:** xtask depends on none of memdedup's crates, so it still
+//! builds (and `tidy` and `fetch-model` still run) while a library crate does not compile.
+
+mod bench;
+mod ci;
+mod demo;
+mod model;
+mod process;
+mod synthetic_playbook;
+mod temp_dir;
+mod tidy;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, bail};
+
+const USAGE: &str = "\
+cargo xtask: automation for the memdedup workspace
+
+Usage: cargo xtask <COMMAND> [ARGS]
+
+Commands:
+  fetch-model [--dir DIR]   download the pinned embedding model into the model dir
+                            (DIR, else $MEMDEDUP_MODEL_DIR, else
+                            $MEMDEDUP_HOME/models/all-minilm-l6-v2-int8, else
+                            $XDG_CACHE_HOME/memdedup/models/all-minilm-l6-v2-int8,
+                            XDG_CACHE_HOME defaulting to ~/.cache); a no-op when the
+                            files are already there with their pinned sha256
+  tidy                      check module docs, dependency rules and error types
+  ci                        fmt, clippy, fetch-model, test, tidy, cargo deny
+  demo                      build the CLI and run it on examples/
+  bench [--e2e-only] [ARGS] cargo bench -p memdedup --bench throughput -- ARGS, then
+                            time three cold `memdedup playbook dedup` runs on a
+                            generated 1,000-entry playbook (--e2e-only: only those)
+  help                      print this message
+
+Run `cargo xtask <COMMAND> --help` for one command.
+";
+
+fn main() -> ExitCode {
+    match run(std::env::args().skip(1).collect()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: Vec<String>) -> Result<()> {
+    let Some((command, rest)) = args.split_first() else {
+        print!("{USAGE}");
+        bail!("no command given");
+    };
+    let wants_help = rest.first().is_some_and(|a| a == "--help" || a == "-h");
+    match command.as_str() {
+        "help" | "--help" | "-h" => {
+            print!("{USAGE}");
+            Ok(())
+        }
+        "fetch-model" if wants_help => {
+            println!(
+                "Usage: cargo xtask fetch-model [--dir DIR]\n\n{}",
+                model::HELP
+            );
+            Ok(())
+        }
+        "fetch-model" => {
+            let dir = parse_fetch_model_args(rest)?;
+            model::fetch_model(dir.as_deref()).map(drop)
+        }
+        "tidy" => {
+            no_args(command, rest)?;
+            tidy::run(&project_root())
+        }
+        "ci" => {
+            no_args(command, rest)?;
+            ci::run(&project_root())
+        }
+        "demo" => {
+            no_args(command, rest)?;
+            demo::run(&project_root())
+        }
+        "bench" if wants_help => {
+            println!(
+                "Usage: cargo xtask bench [--e2e-only] [ARGS...]\n\n{}",
+                bench::HELP
+            );
+            Ok(())
+        }
+        "bench" => {
+            let (e2e_only, passthrough) = parse_bench_args(rest);
+            bench::run(&project_root(), e2e_only, &passthrough)
+        }
+        other => {
+            print!("{USAGE}");
+            bail!("unknown command `{other}`")
+        }
+    }
+}
+
+fn parse_fetch_model_args(args: &[String]) -> Result<Option<PathBuf>> {
+    let mut dir = None;
+    let mut iter = args.iter();
+    while let Some(arg) = iter.next() {
+        if arg == "--dir" {
+            let value = iter.next().context("`--dir` needs a value: --dir DIR")?;
+            dir = Some(PathBuf::from(value));
+        } else if let Some(value) = arg.strip_prefix("--dir=") {
+            dir = Some(PathBuf::from(value));
+        } else {
+            bail!(
+                "unexpected argument `{arg}` for fetch-model (usage: cargo xtask fetch-model [--dir DIR])"
+            );
+        }
+    }
+    if dir.as_ref().is_some_and(|d| d.as_os_str().is_empty()) {
+        bail!("`--dir` needs a non-empty path");
+    }
+    Ok(dir)
+}
+
+/// Splits `bench`'s arguments into the `--e2e-only` switch and what goes to the bench
+/// binary; a leading `--` is dropped.
+fn parse_bench_args(args: &[String]) -> (bool, Vec<String>) {
+    let mut rest = args;
+    let mut e2e_only = false;
+    if rest.first().is_some_and(|a| a == "--e2e-only") {
+        e2e_only = true;
+        rest = &rest[1..];
+    }
+    if rest.first().is_some_and(|a| a == "--") {
+        rest = &rest[1..];
+    }
+    (e2e_only, rest.to_vec())
+}
+
+fn no_args(command: &str, args: &[String]) -> Result<()> {
+    match args.first() {
+        None => Ok(()),
+        Some(a) if a == "--help" || a == "-h" => {
+            print!("{USAGE}");
+            std::process::exit(0)
+        }
+        Some(a) => bail!("unexpected argument `{a}`: `cargo xtask {command}` takes none"),
+    }
+}
+
+/// The workspace root: the parent of xtask's own manifest directory.
+pub fn project_root() -> PathBuf {
+    let xtask_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    xtask_dir.parent().unwrap_or(xtask_dir).to_path_buf()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(args: &[&str]) -> Vec<String> {
+        args.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn fetch_model_args() {
+        assert_eq!(parse_fetch_model_args(&[]).unwrap(), None);
+        assert_eq!(
+            parse_fetch_model_args(&strings(&["--dir", "/m"])).unwrap(),
+            Some(PathBuf::from("/m"))
+        );
+        assert_eq!(
+            parse_fetch_model_args(&strings(&["--dir=/m"])).unwrap(),
+            Some(PathBuf::from("/m"))
+        );
+        assert!(parse_fetch_model_args(&strings(&["--dir"])).is_err());
+        assert!(parse_fetch_model_args(&strings(&["--dir", ""])).is_err());
+        assert!(parse_fetch_model_args(&strings(&["--force"])).is_err());
+    }
+
+    #[test]
+    fn bench_args() {
+        assert_eq!(parse_bench_args(&[]), (false, vec![]));
+        assert_eq!(parse_bench_args(&strings(&["--e2e-only"])), (true, vec![]));
+        assert_eq!(
+            parse_bench_args(&strings(&["--", "--quick"])),
+            (false, strings(&["--quick"]))
+        );
+        assert_eq!(
+            parse_bench_args(&strings(&["--e2e-only", "--", "x"])),
+            (true, strings(&["x"]))
+        );
+    }
+
+    #[test]
+    fn project_root_holds_the_workspace_manifest() {
+        assert!(project_root().join("Cargo.toml").is_file());
+        assert!(project_root().join("xtask").is_dir());
+    }
+}
