@@ -1,10 +1,11 @@
 //! A deterministic generator of realistic playbooks with planted paraphrase near duplicates, for benchmarks.
 //!
-//! Sentences are 8 to 20 words, built from per-section phrase banks (`head body context
-//! [reason].`). About 15% of entries are paraphrases of an earlier entry: the context
-//! moved to the front, sometimes another head word and a few synonyms, placed in a random
-//! section, the way an agent re-learns a lesson in other words. Randomness comes from a
-//! 64-bit LCG, so the same seed always gives the same file.
+//! Sentences are 8 to 20 words, `head verb object context[reason].`, from per-section
+//! phrase banks. Each base entry has its own (subject, verb, object) so that distinct
+//! entries say distinct things; the context is a free qualifier. About 15% of entries
+//! paraphrase an earlier one: context moved to the front, sometimes another head word and
+//! a few synonyms, placed in a random section, the way an agent re-learns a lesson in
+//! other words. Randomness comes from a 64-bit LCG: the same seed gives the same file.
 
 use std::collections::HashSet;
 
@@ -20,64 +21,82 @@ const SECTIONS: [(&str, &str); 5] = [
 ];
 
 /// Percentage of entries that paraphrase an earlier one.
-const NEAR_DUPLICATE_PERCENT: u32 = 15;
+const NEAR_DUPLICATE_PERCENT: usize = 15;
 
-/// Phrase banks for one section: `head body context[reason].`
+/// Phrase banks for one section.
 struct Bank {
+    /// Sentence openers. When `subject_heads`, each is a different subject (a different
+    /// fact); otherwise they are interchangeable wordings.
     heads: &'static [&'static str],
-    bodies: &'static [&'static str],
+    subject_heads: bool,
+    verbs: &'static [&'static str],
+    /// Objects that fit every verb; `[""]` when the verbs are whole predicates.
+    objects: &'static [&'static str],
     contexts: &'static [&'static str],
     reasons: &'static [&'static str],
 }
 
+/// Software components: objects of the pattern and mistake verbs.
+const COMPONENTS: &[&str] = &[
+    "the payment API",
+    "the CSV importer",
+    "the auth middleware",
+    "the search indexer",
+    "the email worker",
+    "the billing reports",
+    "the mobile sync endpoint",
+    "the feature flag service",
+    "the image resizer",
+    "the webhook dispatcher",
+    "the audit log writer",
+    "the pricing engine",
+    "the GraphQL gateway",
+    "the data export job",
+    "the rate limiter",
+    "the login service",
+    "the notification queue",
+    "the PDF renderer",
+    "the geocoding client",
+    "the cache warmer",
+];
+
+const ENGINEERING_CONTEXTS: &[&str] = &[
+    "before merging a feature branch",
+    "after changing the database schema",
+    "when the CI build fails",
+    "before deploying to production",
+    "while refactoring legacy modules",
+    "after upgrading the compiler",
+    "when a customer reports a bug",
+    "during the weekly release",
+    "after a production incident",
+    "before cutting a release branch",
+    "while reviewing a teammate's code",
+    "on a Friday afternoon",
+    "during an active incident",
+    "in the last hour before a release",
+];
+
 const BANKS: [Bank; 5] = [
     Bank {
         heads: &["Always", "Make sure to", "Remember to", "Prefer to"],
-        bodies: &[
-            "run the full test suite",
-            "pin exact dependency versions",
-            "write a failing test first",
-            "check the service logs",
-            "review the whole diff",
-            "back up the production database",
-            "rotate the API credentials",
-            "update the changelog entry",
-            "profile the slow code path",
-            "validate every user input",
-            "add type hints to function parameters",
-            "split large functions into small ones",
-            "put risky changes behind feature flags",
-            "document the public API",
-            "squash fixup commits",
-            "tag the release commit",
-            "measure peak memory usage",
-            "run the linter locally",
-            "read the existing tests",
-            "ask for the acceptance criteria",
-            "keep pull requests small",
-            "cache expensive HTTP responses",
-            "log the request identifier",
-            "set explicit timeouts on network calls",
-            "restart the worker processes",
+        subject_heads: false,
+        verbs: &[
+            "write integration tests for",
+            "profile",
+            "document",
+            "add structured logging to",
+            "set explicit timeouts in",
+            "pin the dependencies of",
+            "add metrics to",
+            "review every change to",
+            "load-test",
+            "add retries with backoff to",
+            "keep a changelog for",
+            "validate the inputs of",
         ],
-        contexts: &[
-            "before merging a feature branch",
-            "after changing the database schema",
-            "when the CI build fails",
-            "before deploying to production",
-            "while refactoring legacy modules",
-            "when onboarding a new service",
-            "after upgrading the compiler",
-            "before starting a large refactor",
-            "when a customer reports a bug",
-            "during the weekly release",
-            "after a production incident",
-            "when adding a new endpoint",
-            "before cutting a release branch",
-            "while reviewing a teammate's code",
-            "when the test suite is flaky",
-            "after editing configuration files",
-        ],
+        objects: COMPONENTS,
+        contexts: ENGINEERING_CONTEXTS,
         reasons: &[
             " so regressions are caught early",
             " because rollbacks are expensive",
@@ -88,44 +107,23 @@ const BANKS: [Bank; 5] = [
     },
     Bank {
         heads: &["Never", "Do not", "Don't"],
-        bodies: &[
-            "force-push to the main branch",
-            "hard-code API keys in source files",
-            "skip the database migrations",
-            "ignore failing integration tests",
-            "commit generated build artifacts",
-            "disable TLS certificate checks",
-            "swallow errors without logging them",
-            "edit the lock file by hand",
-            "trade during low-volume weekends",
-            "reuse a stale access token",
-            "change two services in one commit",
-            "merge without a code review",
-            "delete log files on the server",
-            "run untested scripts as root",
-            "mock the database in end-to-end tests",
-            "use the any type in TypeScript",
-            "leave debug prints in committed code",
-            "store passwords in plain text",
-            "restart the database during peak hours",
-            "copy secrets into chat messages",
+        subject_heads: false,
+        verbs: &[
+            "hard-code credentials in",
+            "disable the tests of",
+            "deploy untested changes to",
+            "skip code review for",
+            "bypass the rate limits of",
+            "edit production data behind",
+            "ignore the error logs of",
+            "delete old migrations of",
+            "restart without draining",
+            "mock the database in tests of",
+            "change the public schema of",
+            "share admin tokens for",
         ],
-        contexts: &[
-            "before deploying to production",
-            "when the release is already late",
-            "during an active incident",
-            "when working on the payment code",
-            "on shared staging machines",
-            "in customer-facing repositories",
-            "when the on-call engineer is away",
-            "while a migration is running",
-            "in the last hour before a release",
-            "when tests are slow",
-            "on a Friday afternoon",
-            "in a hurry to close a ticket",
-            "when a reviewer is not available",
-            "during a database failover",
-        ],
+        objects: COMPONENTS,
+        contexts: ENGINEERING_CONTEXTS,
         reasons: &[
             " because it broke the build for everyone",
             " since it caused an outage before",
@@ -135,41 +133,52 @@ const BANKS: [Bank; 5] = [
     },
     Bank {
         heads: &["The user prefers", "The user likes", "The user wants"],
-        bodies: &[
-            "short answers with code first",
-            "British spelling in documentation",
-            "spaces instead of tabs",
-            "small focused commits",
-            "explanations before large diffs",
-            "Python examples over pseudo-code",
-            "bullet lists instead of long paragraphs",
-            "pytest over unittest",
-            "explicit error messages",
-            "metric units in reports",
-            "ISO dates in file names",
-            "one question at a time",
-            "commit messages in the imperative mood",
-            "links to the official documentation",
-            "minimal external dependencies",
-            "tables for comparing options",
+        subject_heads: false,
+        verbs: &[
+            "short",
+            "detailed",
+            "plain-English",
+            "example-first",
+            "bullet-point",
+            "British-English",
+            "lowercase",
+            "emoji-free",
+            "numbered",
+            "table-based",
+            "link-rich",
+            "jargon-free",
+            "consistent",
+            "timestamped",
+            "versioned",
+            "annotated",
+        ],
+        objects: &[
+            "commit messages",
+            "release notes",
+            "code comments",
+            "error messages",
+            "status reports",
+            "pull request descriptions",
+            "API docs",
+            "log lines",
+            "test names",
+            "design documents",
+            "meeting notes",
+            "changelog entries",
+            "shell script output",
+            "dashboards",
+            "onboarding guides",
+            "incident summaries",
         ],
         contexts: &[
-            "when debugging production issues",
+            "when the deadline is close",
             "in code reviews",
-            "for weekly status updates",
-            "when writing shell scripts",
-            "in pull request descriptions",
+            "for the mobile team",
+            "on client projects",
             "during pair programming",
-            "for data analysis notebooks",
+            "for data analysis work",
             "when planning new features",
-            "in release notes",
             "for quick questions",
-            "when reading error logs",
-            "for architecture discussions",
-            "in design documents",
-            "when estimating work",
-            "for onboarding material",
-            "in chat replies",
         ],
         reasons: &[
             " and has asked for it repeatedly",
@@ -185,8 +194,17 @@ const BANKS: [Bank; 5] = [
             "The mobile app",
             "The search index",
             "The nightly export job",
+            "The admin dashboard",
+            "The recommendation model",
+            "The auth gateway",
+            "The reporting warehouse",
+            "The support chat bot",
+            "The payments ledger",
+            "The image CDN",
+            "The partner API",
         ],
-        bodies: &[
+        subject_heads: true,
+        verbs: &[
             "runs on Postgres 15",
             "is deployed with Kubernetes",
             "depends on the legacy auth library",
@@ -201,7 +219,14 @@ const BANKS: [Bank; 5] = [
             "exports metrics to Prometheus",
             "is built with Gradle",
             "sends alerts to the ops channel",
+            "is hosted in the Frankfurt region",
+            "has a 99.9% uptime target",
+            "is scheduled for a rewrite next quarter",
+            "shares a database with the CRM",
+            "is configured through environment variables",
+            "logs to Elasticsearch",
         ],
+        objects: &[""],
         contexts: &[
             "in the staging environment",
             "since the March migration",
@@ -223,8 +248,15 @@ const BANKS: [Bank; 5] = [
             "The on-call engineer",
             "The product manager",
             "The release captain",
+            "The security lead",
+            "The data team",
+            "The support desk",
+            "The CTO",
+            "The QA lead",
+            "The design team",
         ],
-        bodies: &[
+        subject_heads: true,
+        verbs: &[
             "meets every Tuesday at ten",
             "expects a summary in the channel",
             "reviews the dashboards every morning",
@@ -235,7 +267,22 @@ const BANKS: [Bank; 5] = [
             "prefers async updates over meetings",
             "writes a short incident report",
             "reviews open bugs with support",
+            "owns the quarterly roadmap",
+            "signs off on every vendor contract",
+            "runs the monthly security drill",
+            "maintains the staging credentials",
+            "hosts a demo every other Friday",
+            "triages new tickets before lunch",
+            "publishes the sprint goals on Monday",
+            "rotates the on-call schedule weekly",
+            "keeps the style guide up to date",
+            "answers customer escalations within a day",
+            "reviews cloud costs every month",
+            "collects feedback after each release",
+            "approves production access requests",
+            "books the room for the retro",
         ],
+        objects: &[""],
         contexts: &[
             "during the holiday freeze",
             "after each incident",
@@ -254,18 +301,18 @@ const BANKS: [Bank; 5] = [
 
 /// Word swaps a paraphrase may apply (whole words, first match each).
 const SYNONYMS: [(&str, &str); 12] = [
-    ("run", "execute"),
-    ("database", "DB"),
-    ("before", "prior to"),
-    ("production", "prod"),
-    ("small", "compact"),
-    ("check", "inspect"),
-    ("failing", "broken"),
+    ("write", "add"),
+    ("changes", "edits"),
+    ("short", "brief"),
+    ("detailed", "thorough"),
     ("prefers", "favours"),
     ("likes", "prefers"),
     ("every", "each"),
-    ("large", "big"),
-    ("fast", "quick"),
+    ("reviews", "checks"),
+    ("approves", "green-lights"),
+    ("uses", "relies on"),
+    ("runs", "operates"),
+    ("hard-code", "embed"),
 ];
 
 /// A generated playbook and how it was made.
@@ -288,7 +335,7 @@ impl Lcg {
         (self.0 >> 33) as u32
     }
 
-    /// Uniform-enough in `0..n` for `n` far below 2^31.
+    /// Uniform enough in `0..n` for `n` far below 2^31.
     fn below(&mut self, n: usize) -> usize {
         self.next() as usize % n.max(1)
     }
@@ -302,7 +349,7 @@ impl Lcg {
 struct Parts {
     section: usize,
     head: &'static str,
-    body: &'static str,
+    body: String,
     context: &'static str,
     reason: &'static str,
 }
@@ -322,11 +369,11 @@ fn capitalise(s: &str) -> String {
         .map_or_else(String::new, |c| c.to_uppercase().chain(chars).collect())
 }
 
+/// Lowercases the first letter, except in acronyms ("CTO", "QA lead").
 fn lower_first(s: &str) -> String {
-    // Keep acronyms as they are ("API keys").
     let mut chars = s.chars();
     match (chars.next(), chars.next()) {
-        (Some(c), Some(d)) if c.is_uppercase() && d.is_lowercase() => c
+        (Some(c), Some(d)) if c.is_uppercase() && !d.is_uppercase() => c
             .to_lowercase()
             .chain(std::iter::once(d))
             .chain(chars)
@@ -353,12 +400,12 @@ fn reordered(p: &Parts) -> String {
 /// Context first, maybe another head, a few synonyms: same meaning, other words.
 fn paraphrase(p: &Parts, rng: &mut Lcg) -> String {
     let bank = &BANKS[p.section];
-    let head = if p.section <= 2 && rng.below(2) == 0 {
+    let head = if !bank.subject_heads && rng.below(2) == 0 {
         rng.pick(bank.heads)
     } else {
         p.head
     };
-    let mut body = p.body.to_owned();
+    let mut body = p.body.clone();
     for (from, to) in SYNONYMS {
         if rng.below(2) == 0 {
             body = swap_word(&body, from, to);
@@ -388,43 +435,47 @@ fn swap_word(text: &str, from: &str, to: &str) -> String {
         .join(" ")
 }
 
-/// Sections whose head is the sentence's subject (a different head is a different fact);
-/// in the others the heads are interchangeable wordings.
-const SUBJECT_HEADS: [bool; 5] = [false, false, false, true, true];
+/// Identity of a base entry: section, subject (0 unless heads are subjects), verb, object.
+type Key = (usize, usize, usize, usize);
 
-/// Draws a new base entry of at most 18 words whose (section, subject, body, context) was
-/// not used yet. After many misses (a playbook larger than the phrase banks) repeats are
-/// allowed rather than looping forever.
-fn new_parts(rng: &mut Lcg, used: &mut HashSet<(usize, usize, usize, usize)>) -> Parts {
-    for attempt in 0.. {
+/// Draws a new base entry of 8 to 18 words whose [`Key`] was not used yet. After many
+/// misses (a playbook larger than the phrase banks) repeats are allowed rather than
+/// looping forever.
+fn new_parts(rng: &mut Lcg, used: &mut HashSet<Key>) -> Parts {
+    let mut misses = 0;
+    loop {
         let section = rng.below(SECTIONS.len());
         let bank = &BANKS[section];
         let head = rng.below(bank.heads.len());
-        let body = rng.below(bank.bodies.len());
-        let context = rng.below(bank.contexts.len());
+        let verb = rng.below(bank.verbs.len());
+        let object = rng.below(bank.objects.len());
         let reason = if rng.below(3) == 0 {
             ""
         } else {
             rng.pick(bank.reasons)
         };
+        let body = match bank.objects[object] {
+            "" => bank.verbs[verb].to_owned(),
+            o => format!("{} {o}", bank.verbs[verb]),
+        };
         let parts = Parts {
             section,
             head: bank.heads[head],
-            body: bank.bodies[body],
-            context: bank.contexts[context],
+            body,
+            context: rng.pick(bank.contexts),
             reason,
         };
-        // A paraphrase's head swap and synonyms change the length by -2..=+3 words;
-        // `generate` falls back to `reordered` (same length) if that leaves 8..=20.
-        let len = word_count(&base_sentence(&parts));
-        let subject = if SUBJECT_HEADS[section] { head } else { 0 };
-        if (8..=18).contains(&len)
-            && (used.insert((section, subject, body, context)) || attempt > 10_000)
-        {
+        // A paraphrase changes the length by -2..=+2 words; `generate` falls back to
+        // `reordered` (same length) when that leaves 8..=20.
+        if !(8..=18).contains(&word_count(&base_sentence(&parts))) {
+            continue;
+        }
+        let subject = if bank.subject_heads { head } else { 0 };
+        if used.insert((section, subject, verb, object)) || misses > 200 {
             return parts;
         }
+        misses += 1;
     }
-    unreachable!("the loop above only ends by returning")
 }
 
 /// Generates a playbook of `entries` entries over the five canonical sections.
@@ -435,7 +486,7 @@ pub fn generate(entries: usize, seed: u64) -> SyntheticPlaybook {
     let mut sections: Vec<Vec<Value>> = vec![Vec::new(); SECTIONS.len()];
     let mut near_duplicates = 0;
     for i in 0..entries {
-        let planted = i >= 10 && (rng.below(100) as u32) < NEAR_DUPLICATE_PERCENT;
+        let planted = i >= 10 && rng.below(100) < NEAR_DUPLICATE_PERCENT;
         let (section, text) = if planted {
             let original = &bases[rng.below(bases.len())];
             let mut text = paraphrase(original, &mut rng);
@@ -504,7 +555,7 @@ mod tests {
         assert_eq!(sections.len(), 5);
         for (name, list) in sections {
             let n = list.as_array().unwrap().len();
-            assert!(n > 100, "{name} is too small: {n}");
+            assert!(n > 150, "{name} is too small: {n}");
         }
         assert!(
             (100..=200).contains(&pb.near_duplicates),
@@ -522,22 +573,31 @@ mod tests {
     }
 
     #[test]
-    fn paraphrase_keeps_the_meaning_words() {
+    fn larger_than_the_banks_still_terminates() {
+        assert_eq!(texts(&generate(2000, 1).doc).len(), 2000);
+    }
+
+    #[test]
+    fn paraphrase_moves_the_context_first() {
         let parts = Parts {
             section: 0,
             head: "Always",
-            body: "run the full test suite",
+            body: "profile the payment API".into(),
             context: "before merging a feature branch",
             reason: " so regressions are caught early",
         };
         assert_eq!(
             base_sentence(&parts),
-            "Always run the full test suite before merging a feature branch so regressions are caught early."
+            "Always profile the payment API before merging a feature branch so regressions are caught early."
         );
         let p = paraphrase(&parts, &mut Lcg(1));
         assert!(p.starts_with("Before merging a feature branch, "), "{p}");
-        assert!(p.ends_with(" so regressions are caught early."), "{p}");
-        assert_eq!(lower_first("API keys"), "API keys");
+        assert!(
+            p.ends_with(" the payment API so regressions are caught early."),
+            "{p}"
+        );
         assert_eq!(lower_first("The user"), "the user");
+        assert_eq!(lower_first("CTO"), "CTO");
+        assert_eq!(lower_first("QA lead"), "QA lead");
     }
 }

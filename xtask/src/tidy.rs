@@ -219,34 +219,36 @@ fn rust_files(dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-/// The dependency rules, read from `cargo tree` over every member at once (normal edges
-/// only, all features, all targets):
+/// The dependency rules, read from `cargo tree` for each member (normal edges only, all
+/// features, all targets):
 /// - `dedup-core` has none of [`CORE_FORBIDDEN`] anywhere in its tree;
 /// - `dedup-core`, `dedup-embed` and `dedup-store` reach only the memdedup crates that
 ///   [`INTERNAL_DEPS_ALLOWED`] lists (so embed and store never depend on each other);
 /// - only [`ANYHOW_ALLOWED`] members have `anyhow` as a direct normal dependency.
+///
+/// One `cargo tree` per crate: with several `-p`, a subtree already printed under one root
+/// is not repeated under the next (`(*)`), so later roots would look smaller than they are.
 pub fn check_dependencies(root: &Path, members: &[Member]) -> Result<Vec<Failure>> {
-    let mut cmd = process::cargo();
-    cmd.args([
-        "tree",
-        "--edges",
-        "normal",
-        "--prefix",
-        "depth",
-        "--all-features",
-        "--target",
-        "all",
-        "--color",
-        "never",
-    ])
-    .current_dir(root);
-    for m in members {
-        cmd.args(["-p", &m.name]);
-    }
-    let trees = parse_cargo_tree(&process::output(&mut cmd)?)?;
     let internal: BTreeSet<&str> = members.iter().map(|m| m.name.as_str()).collect();
     let mut failures = Vec::new();
     for m in members {
+        let mut cmd = process::cargo();
+        cmd.args([
+            "tree",
+            "--edges",
+            "normal",
+            "--prefix",
+            "depth",
+            "--all-features",
+            "--target",
+            "all",
+            "--color",
+            "never",
+            "--package",
+            &m.name,
+        ])
+        .current_dir(root);
+        let trees = parse_cargo_tree(&process::output(&mut cmd)?)?;
         let tree = trees
             .get(&m.name)
             .with_context(|| format!("`cargo tree` printed no tree for `{}`", m.name))?;

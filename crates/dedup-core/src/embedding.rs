@@ -78,7 +78,7 @@ impl Embedding {
     /// Reads little-endian `f32` bytes (as written by [`Embedding::to_le_bytes`]) and
     /// renormalises.
     pub fn from_le_bytes(bytes: &[u8]) -> Result<Embedding> {
-        if bytes.len() % 4 != 0 {
+        if !bytes.len().is_multiple_of(4) {
             return Err(Error::DimensionMismatch { expected: bytes.len() / 4 * 4, actual: bytes.len() });
         }
         let values = bytes

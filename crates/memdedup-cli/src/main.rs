@@ -1,2 +1,81 @@
-//! The memdedup command.
-fn main() {}
+//! The `memdedup` command: deduplicate agent playbooks and memory collections from the shell.
+//!
+//! Exit codes: 0 success, 1 failure (bad input, model unavailable, I/O), 2 usage error.
+//! Data goes to stdout (`--json` prints exactly one JSON document); progress, warnings and
+//! errors go to stderr. Nothing is written on any error: files are replaced atomically.
+
+mod cli;
+mod input;
+mod output;
+mod playbook_cmd;
+mod progress;
+mod scan_cmd;
+mod similarity_cmd;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::cli::{Cli, Command, PlaybookCommand};
+
+/// A failure that maps to exit code 2 (the command line itself is wrong).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct UsageError(pub String);
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.global.quiet, cli.global.verbose);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match &cli.command {
+            Command::Playbook { command: PlaybookCommand::Dedup(args) } => playbook_cmd::run(&cli.global, args).await,
+            Command::Scan(args) => scan_cmd::run(&cli.global, args).await,
+            Command::Similarity(args) => similarity_cmd::run(&cli.global, args).await,
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {}", format_chain(&e));
+            if e.downcast_ref::<UsageError>().is_some() { ExitCode::from(2) } else { ExitCode::FAILURE }
+        }
+    }
+}
+
+/// `outer: inner: innermost`, skipping causes already contained in the message.
+fn format_chain(e: &anyhow::Error) -> String {
+    let mut out = e.to_string();
+    for cause in e.chain().skip(1) {
+        let text = cause.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+    }
+    out
+}
+
+fn init_logging(quiet: bool, verbose: u8) {
+    use tracing_subscriber::EnvFilter;
+    let default = match (quiet, verbose) {
+        (true, _) => "error",
+        (false, 0) => "warn",
+        (false, 1) => "info",
+        (false, _) => "debug",
+    };
+    let filter = EnvFilter::try_from_env("MEMDEDUP_LOG").unwrap_or_else(|_| EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .without_time()
+        .with_target(false)
+        .init();
+}

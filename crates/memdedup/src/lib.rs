@@ -1,1 +1,40 @@
-//! Facade.
+//! memdedup keeps an AI agent's long-term memory free of duplicates.
+//!
+//! This facade re-exports the types of memdedup's crates and wires them into ready-made
+//! operations: [`run_deduplication`] (seed 000's playbook dedup, which never fails),
+//! [`deduplicate_playbook`] (the same with a [`DedupReport`] and real errors) and
+//! [`scan_collection`] (groups of duplicates in any collection of memories). Embedders are
+//! pluggable as `Arc<dyn Embedder>`; the default is the offline [`LocalEmbedder`].
+//!
+//! **Architecture invariant:** the facade adds wiring, not logic: grouping and merge rules
+//! live in `dedup-core`, models in `dedup-embed`. It must not depend on the CLI.
+#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
+
+mod collection;
+mod embed;
+mod error;
+mod playbook;
+
+#[doc(inline)]
+pub use dedup_core::{
+    Absorbed, CANONICAL_SECTIONS, DEFAULT_THRESHOLD, Edge, Embedding, Entry, EntryRef, Group, GroupOptions,
+    MergePlan, MergedGroup, Playbook, THRESHOLD_ENV_VAR, Threshold, group_by_similarity,
+};
+#[doc(inline)]
+pub use dedup_embed::{
+    Embedder, LOCAL_MODEL_ID, LocalEmbedder, LocalOptions, MODEL_DIR_ENV_VAR, ModelDir, OpenAiConfig,
+    OpenAiEmbedder,
+};
+
+pub use collection::{CollectionItem, DEFAULT_NAMESPACE, ScanGroup, ScanOptions, ScanReport, scan_collection};
+pub use embed::{EMBED_CHUNK, default_embedder, embed_texts};
+pub use error::{Error, Result};
+pub use playbook::{DedupOutcome, DedupReport, deduplicate_playbook, run_deduplication, run_deduplication_with};
+
+/// The crates behind the facade, for what it does not re-export.
+pub mod crates {
+    #[doc(inline)]
+    pub use dedup_core as core;
+    #[doc(inline)]
+    pub use dedup_embed as embed;
+}

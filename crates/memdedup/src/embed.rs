@@ -1,0 +1,62 @@
+//! Embedding many texts: identical texts once, shortest first, in chunks with progress.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::{Embedder, Embedding, Error, LocalEmbedder, ModelDir, Result};
+
+/// Texts per call to the embedder in [`embed_texts`]; progress is reported after each.
+pub const EMBED_CHUNK: usize = 256;
+
+/// The default embedder: the offline [`LocalEmbedder`] from the located model directory
+/// (see [`ModelDir::locate`]). Nothing is loaded until first use.
+pub fn default_embedder(model_dir: Option<&std::path::Path>) -> Result<Arc<dyn Embedder>> {
+    let dir = ModelDir::locate(model_dir)?;
+    Ok(Arc::new(LocalEmbedder::new(dir)))
+}
+
+/// Embeds `texts`, returning one embedding per text in input order.
+///
+/// Identical texts are embedded once. Texts are sent shortest first in chunks of
+/// [`EMBED_CHUNK`] (similar lengths pad less), and `progress(done, total)` is called after
+/// each chunk with counts of distinct texts.
+pub async fn embed_texts(
+    embedder: &dyn Embedder,
+    texts: &[&str],
+    progress: &(dyn Fn(usize, usize) + Send + Sync),
+) -> Result<Vec<Embedding>> {
+    let mut slot_of: HashMap<&str, usize> = HashMap::with_capacity(texts.len());
+    let mut distinct: Vec<&str> = Vec::new();
+    let slots: Vec<usize> = texts
+        .iter()
+        .map(|&t| {
+            *slot_of.entry(t).or_insert_with(|| {
+                distinct.push(t);
+                distinct.len() - 1
+            })
+        })
+        .collect();
+    let mut order: Vec<usize> = (0..distinct.len()).collect();
+    order.sort_by_key(|&i| (distinct[i].len(), i));
+    let mut vectors: Vec<Option<Embedding>> = vec![None; distinct.len()];
+    let total = distinct.len();
+    let mut done = 0;
+    for chunk in order.chunks(EMBED_CHUNK) {
+        let batch: Vec<String> = chunk.iter().map(|&i| distinct[i].to_owned()).collect();
+        let got = embedder.embed(&batch).await?;
+        if got.len() != batch.len() {
+            return Err(Error::EmbedderContract {
+                model: embedder.model_id().to_owned(),
+                expected: batch.len(),
+                got: got.len(),
+            });
+        }
+        for (&i, v) in chunk.iter().zip(got) {
+            vectors[i] = Some(v);
+        }
+        done += chunk.len();
+        progress(done, total);
+    }
+    let vectors: Vec<Embedding> = vectors.into_iter().flatten().collect();
+    Ok(slots.into_iter().map(|s| vectors[s].clone()).collect())
+}

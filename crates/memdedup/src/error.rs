@@ -1,0 +1,38 @@
+//! The facade's error type: "your input is wrong" versus "a service is unavailable".
+
+/// Errors of the facade's operations.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The input is invalid (malformed playbook, bad vectors, mixed dimensions).
+    #[error(transparent)]
+    Input(#[from] dedup_core::Error),
+    /// Embedding failed: model missing or corrupt, API down or rejecting the request.
+    #[error(transparent)]
+    Embedder(#[from] dedup_embed::Error),
+    /// The embedder broke its contract (wrong number of vectors, mixed dimensions).
+    #[error("embedder {model} returned {got} vectors for {expected} texts")]
+    EmbedderContract {
+        /// The embedder's model id.
+        model: String,
+        /// Texts sent.
+        expected: usize,
+        /// Vectors received.
+        got: usize,
+    },
+}
+
+impl Error {
+    /// True when the failure is about the environment (no model, service down), so a
+    /// fail-open caller should skip deduplication rather than report bad input.
+    pub fn is_unavailable(&self) -> bool {
+        match self {
+            Error::Embedder(e) => e.is_unavailable(),
+            Error::EmbedderContract { .. } => true,
+            Error::Input(_) => false,
+        }
+    }
+}
+
+/// `Result` with the facade's [`Error`] as the default error type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
