@@ -1,9 +1,11 @@
 //! `cargo xtask ci`: every check CI runs, in order, stopping at the first failure.
 
+use std::io::{BufRead, BufReader};
 use std::path::Path;
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 
 use crate::process::{self, cargo};
 
@@ -16,10 +18,19 @@ enum Outcome {
     Skipped(String),
 }
 
+/// Test counts summed over every `test result:` line of `cargo test`.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct TestCounts {
+    passed: u64,
+    failed: u64,
+    ignored: u64,
+}
+
 /// Runs fmt, clippy, fetch-model, test, tidy and cargo-deny; prints a header and the
 /// elapsed time per step.
 pub fn run(root: &Path) -> Result<()> {
     type Step<'a> = (&'a str, Box<dyn Fn() -> Result<Outcome> + 'a>);
+    let totals = std::cell::Cell::new(TestCounts::default());
     let steps: Vec<Step<'_>> = vec![
         (
             "cargo fmt --all -- --check",
@@ -47,7 +58,11 @@ pub fn run(root: &Path) -> Result<()> {
         ),
         (
             "cargo test --workspace",
-            Box::new(|| cargo_step(root, &["test", "--workspace"])),
+            Box::new(|| {
+                let counts = cargo_test(root)?;
+                totals.set(counts);
+                Ok(Outcome::Passed)
+            }),
         ),
         (
             "tidy",
@@ -86,7 +101,66 @@ pub fn run(root: &Path) -> Result<()> {
     for (name, elapsed, status) in &timings {
         println!("  {:>8}  {status:<7}  {name}", secs(*elapsed));
     }
+    // The last line: every test that `cargo test` ran, in the plain form CI tools read.
+    let t = totals.get();
+    println!(
+        "tests: {} passed, {} failed, {} skipped",
+        t.passed, t.failed, t.ignored
+    );
     Ok(())
+}
+
+/// `cargo test --workspace`, its stdout passed through line by line and its
+/// `test result:` lines added up.
+fn cargo_test(root: &Path) -> Result<TestCounts> {
+    let mut cmd = cargo();
+    cmd.args(["test", "--workspace"])
+        .current_dir(root)
+        .stdout(Stdio::piped());
+    let line = process::describe(&cmd);
+    let mut child = cmd
+        .spawn()
+        .with_context(|| format!("could not start `{line}`"))?;
+    let mut counts = TestCounts::default();
+    if let Some(stdout) = child.stdout.take() {
+        for text in BufReader::new(stdout).lines() {
+            let text = text.with_context(|| format!("reading the output of `{line}`"))?;
+            println!("{text}");
+            if let Some(c) = parse_test_result(&text) {
+                counts.passed += c.passed;
+                counts.failed += c.failed;
+                counts.ignored += c.ignored;
+            }
+        }
+    }
+    let status = child
+        .wait()
+        .with_context(|| format!("waiting for `{line}`"))?;
+    if !status.success() {
+        bail!("`{line}` failed ({status})");
+    }
+    Ok(counts)
+}
+
+/// Reads `test result: ok. 3 passed; 0 failed; 1 ignored; 0 measured; ...`.
+fn parse_test_result(line: &str) -> Option<TestCounts> {
+    let rest = line.trim().strip_prefix("test result: ")?;
+    let (_, counts) = rest.split_once(". ")?;
+    let mut out = TestCounts::default();
+    for part in counts.split(';') {
+        let mut words = part.split_whitespace();
+        let (Some(n), Some(what)) = (words.next(), words.next()) else {
+            continue;
+        };
+        let Ok(n) = n.parse::<u64>() else { continue };
+        match what {
+            "passed" => out.passed = n,
+            "failed" => out.failed = n,
+            "ignored" => out.ignored = n,
+            _ => {}
+        }
+    }
+    Some(out)
 }
 
 fn secs(d: Duration) -> String {
@@ -118,4 +192,33 @@ fn deny(root: &Path) -> Result<Outcome> {
         .current_dir(root);
     process::run(&mut cmd)?;
     Ok(Outcome::Passed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn test_result_lines_are_counted() {
+        let line = "test result: ok. 57 passed; 0 failed; 2 ignored; 0 measured; 0 filtered out; finished in 0.23s";
+        assert_eq!(
+            parse_test_result(line),
+            Some(TestCounts {
+                passed: 57,
+                failed: 0,
+                ignored: 2
+            })
+        );
+        let failed =
+            "test result: FAILED. 23 passed; 2 failed; 0 ignored; 0 measured; 0 filtered out";
+        assert_eq!(
+            parse_test_result(failed),
+            Some(TestCounts {
+                passed: 23,
+                failed: 2,
+                ignored: 0
+            })
+        );
+        assert_eq!(parse_test_result("running 3 tests"), None);
+    }
 }

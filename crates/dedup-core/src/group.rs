@@ -194,9 +194,18 @@ fn compare_tile(
     for i in 0..rows {
         let row = &acc.scratch[i * cols..(i + 1) * cols];
         let start = if bi == bj { i + 1 } else { 0 };
-        for (j, &score) in row.iter().enumerate().skip(start) {
-            if score >= threshold {
-                acc.edges.push(RawEdge { score, a: (r0 + i) as u32, b: (c0 + j) as u32 });
+        // Edges are rare: test 16 scores at a time with a vectorisable max and look at
+        // single scores only in chunks that hold one.
+        const CHUNK: usize = 16;
+        for (k, chunk) in row[start..].chunks(CHUNK).enumerate() {
+            if chunk.iter().fold(f32::NEG_INFINITY, |m, &x| if x > m { x } else { m }) < threshold {
+                continue;
+            }
+            for (offset, &score) in chunk.iter().enumerate() {
+                if score >= threshold {
+                    let j = start + k * CHUNK + offset;
+                    acc.edges.push(RawEdge { score, a: (r0 + i) as u32, b: (c0 + j) as u32 });
+                }
             }
         }
     }

@@ -15,7 +15,8 @@ pub(crate) fn display_name(path: &Path) -> String {
     if path == Path::new("-") { "<stdin>".into() } else { path.display().to_string() }
 }
 
-/// Reads a whole file (or stdin for `-`) as UTF-8 text.
+/// Reads a whole file (or stdin for `-`) as UTF-8 text, exactly as it is (a byte-order
+/// mark stays; parsers skip it with [`without_bom`]).
 pub(crate) fn read_text(path: &Path) -> Result<String> {
     let name = display_name(path);
     let mut bytes = Vec::new();
@@ -28,7 +29,6 @@ pub(crate) fn read_text(path: &Path) -> Result<String> {
     if bytes.len() as u64 > MAX_INPUT_BYTES {
         bail!("{name} is larger than {} MiB", MAX_INPUT_BYTES >> 20);
     }
-    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").map(<[u8]>::to_vec).unwrap_or(bytes);
     String::from_utf8(bytes).map_err(|e| {
         let at = e.utf8_error().valid_up_to();
         let line = e.as_bytes()[..at].iter().filter(|&&b| b == b'\n').count() + 1;
@@ -36,9 +36,15 @@ pub(crate) fn read_text(path: &Path) -> Result<String> {
     })
 }
 
+/// `text` without a leading UTF-8 byte-order mark.
+pub(crate) fn without_bom(text: &str) -> &str {
+    text.strip_prefix('\u{feff}').unwrap_or(text)
+}
+
 /// Parses memories from JSONL (one object per line, blank lines skipped) or, when the
 /// first non-blank character is `[`, from one JSON array.
 pub(crate) fn parse_collection(text: &str, name: &str) -> Result<Vec<CollectionItem>> {
+    let text = without_bom(text);
     if text.trim_start().starts_with('[') {
         let value: Value = serde_json::from_str(text)
             .map_err(|e| anyhow::anyhow!("{name}: malformed JSON at line {}, column {}: {}", e.line(), e.column(), strip_position(&e)))?;

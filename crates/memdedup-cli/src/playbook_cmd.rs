@@ -8,8 +8,8 @@ use serde_json::json;
 
 use crate::UsageError;
 use crate::cli::{GlobalArgs, PlaybookDedupArgs};
-use crate::input::{display_name, read_text};
-use crate::output::{score, write_atomically};
+use crate::input::{display_name, read_text, without_bom};
+use crate::output::{emit, score, write_atomically};
 use crate::progress::embedding_bar;
 
 /// Where the deduplicated playbook goes.
@@ -26,6 +26,9 @@ pub(crate) async fn run(global: &GlobalArgs, args: &PlaybookDedupArgs) -> Result
         (None, true, false) => Destination::File(args.file.clone()),
         (None, false, false) => Destination::Stdout,
     };
+    if args.in_place && args.file == std::path::Path::new("-") {
+        return Err(UsageError("--in-place needs a file, not `-` (stdin): use -o OUT".into()).into());
+    }
     if args.json && matches!(destination, Destination::Stdout) {
         return Err(UsageError(
             "--json prints the report on stdout: choose -o OUT, --in-place or --dry-run for the playbook".into(),
@@ -34,7 +37,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: &PlaybookDedupArgs) -> Result
     }
     let name = display_name(&args.file);
     let text = read_text(&args.file)?;
-    let playbook = Playbook::parse(&text).with_context(|| format!("cannot read playbook {name}"))?;
+    let playbook = Playbook::parse(without_bom(&text)).with_context(|| format!("cannot read playbook {name}"))?;
     let threshold = Threshold::resolve(args.threshold);
     let embedder = memdedup::default_embedder(global.model_dir.as_deref());
     let bar = embedding_bar(playbook.len(), global.quiet);
@@ -76,16 +79,16 @@ pub(crate) async fn run(global: &GlobalArgs, args: &PlaybookDedupArgs) -> Result
             Some(path.display().to_string())
         }
         Destination::Stdout => {
-            print!("{output_text}");
+            emit(&output_text)?;
             None
         }
         Destination::Nowhere => None,
     };
     if args.json {
-        println!("{}", report_json(&name, written.as_deref(), args.dry_run, &report, skipped.as_deref()));
+        emit(&format!("{}\n", report_json(&name, written.as_deref(), args.dry_run, &report, skipped.as_deref())))?;
     } else if !global.quiet || matches!(destination, Destination::Nowhere) {
         let human = report_human(&report, written.as_deref(), args.dry_run, skipped.as_deref());
-        if matches!(destination, Destination::Stdout) { eprint!("{human}") } else { print!("{human}") }
+        if matches!(destination, Destination::Stdout) { eprint!("{human}") } else { emit(&human)? }
     }
     Ok(())
 }

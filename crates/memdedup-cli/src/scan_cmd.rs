@@ -6,7 +6,7 @@ use serde_json::json;
 
 use crate::cli::{GlobalArgs, ScanArgs};
 use crate::input::{display_name, parse_collection, read_text};
-use crate::output::{score, snippet};
+use crate::output::{emit, plural, score, snippet};
 use crate::progress::embedding_bar;
 
 pub(crate) async fn run(global: &GlobalArgs, args: &ScanArgs) -> Result<()> {
@@ -23,9 +23,9 @@ pub(crate) async fn run(global: &GlobalArgs, args: &ScanArgs) -> Result<()> {
     bar.finish_and_clear();
     let report = report.with_context(|| format!("cannot scan {name}"))?;
     if args.json {
-        println!("{}", report_json(&items, &report));
+        emit(&format!("{}\n", report_json(&items, &report)))?;
     } else {
-        print!("{}", report_human(&items, &report));
+        emit(&report_human(&items, &report))?;
     }
     Ok(())
 }
@@ -59,10 +59,10 @@ fn report_human(items: &[CollectionItem], r: &ScanReport) -> String {
         other => other.to_string(),
     };
     let mut out = format!(
-        "{} items, {} duplicates in {} groups (threshold {}, model {})\n",
-        r.items,
-        r.duplicates,
-        r.groups.len(),
+        "{}, {} in {} (threshold {}, model {})\n",
+        plural(r.items, "item"),
+        plural(r.duplicates, "duplicate"),
+        plural(r.groups.len(), "group"),
         r.threshold,
         r.model
     );
@@ -76,9 +76,10 @@ fn report_human(items: &[CollectionItem], r: &ScanReport) -> String {
             id(survivor),
             snippet(&items[survivor].text, 70)
         ));
-        for &m in &g.members[1..] {
-            let link = g.edges.iter().find(|e| e.a == m || e.b == m).map(|e| e.score).unwrap_or(f32::NAN);
-            out.push_str(&format!("  {}  {}  ({:.4})\n", id(m), snippet(&items[m].text, 70), link));
+        let tree = memdedup::Group { members: g.members.clone(), edges: g.edges.clone(), weakest_link: g.weakest_link };
+        for (m, via, link) in tree.links() {
+            let via = if via == survivor { String::new() } else { format!(" via {}", id(via)) };
+            out.push_str(&format!("  {}  {}  ({link:.4}{via})\n", id(m), snippet(&items[m].text, 70)));
         }
     }
     out

@@ -4,7 +4,7 @@ use anyhow::Result;
 use serde_json::json;
 
 use crate::cli::{GlobalArgs, SimilarityArgs};
-use crate::output::score;
+use crate::output::{emit, score};
 
 pub(crate) async fn run(global: &GlobalArgs, args: &SimilarityArgs) -> Result<()> {
     let embedder = memdedup::default_embedder(global.model_dir.as_deref())?;
@@ -14,9 +14,9 @@ pub(crate) async fn run(global: &GlobalArgs, args: &SimilarityArgs) -> Result<()
     };
     let cosine = a.cosine(b)?;
     if args.json {
-        println!("{}", json!({"model": embedder.model_id(), "cosine": score(cosine)}));
+        emit(&format!("{}\n", json!({"model": embedder.model_id(), "cosine": score(cosine)})))?;
     } else {
-        println!("{cosine:.4}");
+        emit(&format!("{cosine:.4}\n"))?;
     }
     Ok(())
 }

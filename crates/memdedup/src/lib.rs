@@ -19,6 +19,7 @@ mod playbook;
 pub use dedup_core::{
     Absorbed, CANONICAL_SECTIONS, DEFAULT_THRESHOLD, Edge, Embedding, Entry, EntryRef, Group, GroupOptions,
     MergePlan, MergedGroup, Playbook, THRESHOLD_ENV_VAR, Threshold, group_by_similarity,
+    group_by_similarity_with,
 };
 #[doc(inline)]
 pub use dedup_embed::{

@@ -1,0 +1,9 @@
+//! End-to-end tests of the `memdedup` binary: each test runs the built executable.
+
+mod bad_input;
+mod help;
+mod model_unavailable;
+mod playbook;
+mod scan;
+mod similarity;
+mod support;

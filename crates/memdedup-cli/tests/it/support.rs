@@ -1,0 +1,166 @@
+//! Running the built `memdedup` binary, checking for the local model, and reading results.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use assert_cmd::Command;
+use serde_json::Value;
+
+/// The example playbook shipped with the workspace.
+pub const EXAMPLE_PLAYBOOK: &str =
+    concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/playbook.json");
+/// The example memory collection shipped with the workspace.
+pub const EXAMPLE_MEMORIES: &str =
+    concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/memories.jsonl");
+
+/// The variable the playbook threshold defaults to.
+pub const THRESHOLD_ENV_VAR: &str = "AGENTIC_CONTEXT_DEDUP_THRESHOLD";
+
+/// Variables that change the binary's behaviour or output and must not leak in from the
+/// shell running the tests. The model location variables are kept on purpose.
+const CLEARED_ENV_VARS: [&str; 2] = [THRESHOLD_ENV_VAR, "MEMDEDUP_LOG"];
+
+/// The hint every model-related failure must carry.
+pub const FETCH_MODEL: &str = "cargo xtask fetch-model";
+
+/// The built `memdedup` binary with a clean environment for the threshold and logging.
+pub fn memdedup() -> Command {
+    let mut cmd =
+        Command::cargo_bin("memdedup").expect("the memdedup binary is built for integration tests");
+    for name in CLEARED_ENV_VARS {
+        cmd.env_remove(name);
+    }
+    cmd
+}
+
+/// Panics, naming the fetch command, unless the binary can load the local model.
+///
+/// The binary locates the model itself (`MEMDEDUP_MODEL_DIR`, `MEMDEDUP_HOME`,
+/// `XDG_CACHE_HOME`, `~/.cache`), so the check asks it once per test run.
+pub fn require_model() {
+    static CHECK: OnceLock<Result<(), String>> = OnceLock::new();
+    let check = CHECK.get_or_init(|| {
+        let output = memdedup()
+            .args(["similarity", "a", "b"])
+            .output()
+            .expect("memdedup runs");
+        if output.status.success() {
+            Ok(())
+        } else {
+            Err(String::from_utf8_lossy(&output.stderr).into_owned())
+        }
+    });
+    if let Err(stderr) = check {
+        panic!(
+            "this test needs the local embedding model; install it with `{FETCH_MODEL}`\n`memdedup similarity a b` said:\n{stderr}"
+        );
+    }
+}
+
+/// Parses bytes that must hold exactly one JSON document.
+pub fn json(bytes: &[u8]) -> Value {
+    serde_json::from_slice(bytes).unwrap_or_else(|e| {
+        panic!(
+            "expected one JSON document: {e}\n{}",
+            String::from_utf8_lossy(bytes)
+        )
+    })
+}
+
+/// Reads and parses a JSON file.
+pub fn json_file(path: &Path) -> Value {
+    json(&std::fs::read(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display())))
+}
+
+/// Bytes as text, for assertions on human output.
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8(bytes.to_vec()).expect("output is UTF-8")
+}
+
+/// The key set of a JSON object.
+pub fn keys(value: &Value) -> BTreeSet<&str> {
+    value
+        .as_object()
+        .unwrap_or_else(|| panic!("expected an object, got {value}"))
+        .keys()
+        .map(String::as_str)
+        .collect()
+}
+
+/// A key set from a list, to compare with [`keys`].
+pub fn key_set<'a>(names: &[&'a str]) -> BTreeSet<&'a str> {
+    names.iter().copied().collect()
+}
+
+/// Names of the entries of a directory, sorted.
+pub fn dir_listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .expect("directory is readable")
+        .map(|entry| {
+            entry
+                .expect("directory entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+/// A fresh temporary directory holding `contents` as `name`.
+pub fn temp_file(name: &str, contents: &[u8]) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let path = dir.path().join(name);
+    std::fs::write(&path, contents).expect("temporary file is writable");
+    (dir, path)
+}
+
+/// A fresh temporary directory holding a copy of the example playbook as `playbook.json`.
+pub fn example_playbook_copy() -> (tempfile::TempDir, PathBuf) {
+    temp_file(
+        "playbook.json",
+        &std::fs::read(EXAMPLE_PLAYBOOK).expect("example playbook exists"),
+    )
+}
+
+/// Every entry of a playbook document, section by section in file order.
+pub fn entries(playbook: &Value) -> Vec<(&str, &Value)> {
+    playbook["sections"]
+        .as_object()
+        .expect("playbook has sections")
+        .iter()
+        .flat_map(|(section, list)| {
+            list.as_array()
+                .expect("a section is a list")
+                .iter()
+                .map(move |entry| (section.as_str(), entry))
+        })
+        .collect()
+}
+
+/// The entry called `name`, if any.
+pub fn entry<'a>(playbook: &'a Value, name: &str) -> Option<&'a Value> {
+    entries(playbook)
+        .into_iter()
+        .map(|(_, e)| e)
+        .find(|e| e["name"] == name)
+}
+
+/// Sum of one counter over all entries (absent counts as 0).
+pub fn counter_sum(playbook: &Value, counter: &str) -> u64 {
+    entries(playbook)
+        .iter()
+        .map(|(_, e)| e[counter].as_u64().unwrap_or(0))
+        .sum()
+}
+
+/// Asserts `actual` is within `tolerance` of `expected`.
+#[track_caller]
+pub fn assert_close(actual: f64, expected: f64, tolerance: f64) {
+    assert!(
+        (actual - expected).abs() <= tolerance,
+        "{actual} is not within {tolerance} of {expected}"
+    );
+}

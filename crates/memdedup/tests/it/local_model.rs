@@ -1,0 +1,205 @@
+//! The real all-MiniLM-L6-v2 model from the local cache: reference similarities, batch
+//! consistency, vector shape, and seed scenarios through the default entry point.
+//!
+//! These tests need the fetched model and fail (never skip) when it is missing.
+
+use std::sync::Arc;
+
+use memdedup::{
+    Embedder, Embedding, EntryRef, LOCAL_MODEL_ID, LocalEmbedder, ModelDir, run_deduplication,
+    run_deduplication_with,
+};
+
+use crate::support::{entry, env_lock, playbook};
+
+const PATTERNS: &str = "PATTERNS & APPROACHES";
+
+/// The installed model directory; panics with the fetch command when it is missing.
+fn installed_model() -> ModelDir {
+    let located = {
+        let _env = env_lock();
+        ModelDir::locate(None)
+    };
+    let dir = located.unwrap_or_else(|e| {
+        panic!("cannot locate the model cache ({e}); run `cargo xtask fetch-model` first")
+    });
+    if let Err(e) = dir.check() {
+        panic!("these tests need the local model: {e}\nrun `cargo xtask fetch-model` first");
+    }
+    dir
+}
+
+fn embedder() -> LocalEmbedder {
+    LocalEmbedder::new(installed_model())
+}
+
+async fn embed(embedder: &LocalEmbedder, texts: &[&str]) -> Vec<Embedding> {
+    let texts: Vec<String> = texts.iter().map(|&t| t.to_owned()).collect();
+    embedder
+        .embed(&texts)
+        .await
+        .unwrap_or_else(|e| panic!("embedding failed: {e}"))
+}
+
+fn cosine(a: &Embedding, b: &Embedding) -> f32 {
+    a.cosine(b).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Pairs and their cosines under the reference all-MiniLM-L6-v2 implementation.
+const REFERENCE_PAIRS: [(&str, &str, f32); 4] = [
+    (
+        "always use type hints for function parameters",
+        "use type hints on all function parameters",
+        0.9401,
+    ),
+    (
+        "avoid using the any type",
+        "don't use any type in TypeScript",
+        0.6713,
+    ),
+    (
+        "use type hints for parameters",
+        "prefer composition over inheritance",
+        0.1864,
+    ),
+    (
+        "Never trade during low-volume weekends",
+        "Avoid trading on weekends when volume is low",
+        0.8731,
+    ),
+];
+
+#[tokio::test]
+async fn reference_pairs_score_their_reference_cosines() {
+    let embedder = embedder();
+    for (a, b, expected) in REFERENCE_PAIRS {
+        let v = embed(&embedder, &[a, b]).await;
+        let got = cosine(&v[0], &v[1]);
+        assert!(
+            (got - expected).abs() <= 0.005,
+            "{a:?} / {b:?}: cosine {got}, reference {expected}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn batch_and_single_embeddings_agree() {
+    let embedder = embedder();
+    // Very different lengths, so the batch is padded.
+    let texts = [
+        "hi",
+        "use type hints on all function parameters",
+        "Never trade during low-volume weekends because the spreads widen, liquidity dries up and \
+         a single large order can move the price against you before you can react to it",
+        "prefer composition over inheritance",
+    ];
+    let batch = embed(&embedder, &texts).await;
+    assert_eq!(batch.len(), texts.len());
+    for (text, in_batch) in texts.iter().zip(&batch) {
+        let single = embedder
+            .embed_one(text)
+            .await
+            .unwrap_or_else(|e| panic!("embedding failed: {e}"));
+        let worst = in_batch
+            .as_slice()
+            .iter()
+            .zip(single.as_slice())
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0f32, f32::max);
+        assert!(
+            worst <= 1e-5,
+            "{text:?}: batch and single embeddings differ by up to {worst}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn every_vector_has_384_dims_and_unit_norm() {
+    let embedder = embedder();
+    assert_eq!(
+        (embedder.model_id(), embedder.dims()),
+        (LOCAL_MODEL_ID, 384)
+    );
+    let texts = [
+        "",
+        "a",
+        "the user prefers tabs over spaces",
+        "ünïcödé, emoji 🚀 and \"quotes\"",
+    ];
+    for v in embed(&embedder, &texts).await {
+        assert_eq!(v.dims(), 384);
+        let norm = v
+            .as_slice()
+            .iter()
+            .map(|x| f64::from(*x).powi(2))
+            .sum::<f64>()
+            .sqrt();
+        assert!((norm - 1.0).abs() < 1e-4, "norm {norm}");
+        assert!(v.as_slice().iter().all(|x| x.is_finite()));
+    }
+}
+
+/// Runs the default entry point, holding the environment lock so that no other test points
+/// the model directory elsewhere meanwhile.
+fn run_default(input: &memdedup::Playbook) -> memdedup::Playbook {
+    let _ = installed_model();
+    let _env = env_lock();
+    run_deduplication(input.clone(), Some(0.85))
+}
+
+#[test]
+fn scn_dedup_001_01_real_model_merges_paraphrased_entries() {
+    let (a, b, _) = REFERENCE_PAIRS[0];
+    let input = playbook(&[
+        (PATTERNS, "pat-001", a, 5, 0),
+        (PATTERNS, "pat-002", b, 3, 1),
+    ]);
+    let out = run_default(&input);
+    assert_eq!(
+        out.entries(),
+        vec![(EntryRef::new(PATTERNS, 0), entry("pat-001", a, 8, 1))]
+    );
+    assert_eq!(out.section_len(PATTERNS), Some(1));
+}
+
+#[test]
+fn scn_dedup_001_03_real_model_keeps_unrelated_entries() {
+    let (a, b, _) = REFERENCE_PAIRS[2];
+    let input = playbook(&[
+        (PATTERNS, "pat-001", a, 5, 0),
+        (PATTERNS, "pat-002", b, 3, 0),
+    ]);
+    assert_eq!(run_default(&input), input);
+}
+
+#[test]
+fn model_is_loaded_once_per_directory() {
+    let dir = installed_model();
+    let first = LocalEmbedder::new(dir.clone());
+    first
+        .load_blocking()
+        .unwrap_or_else(|e| panic!("the model does not load: {e}"));
+    // A second embedder for the same directory finds the model already loaded.
+    let second = LocalEmbedder::new(dir);
+    assert!(format!("{second:?}").contains("loaded: true"), "{second:?}");
+
+    let text = "keep secrets out of git".to_owned();
+    let a = first
+        .embed_blocking(std::slice::from_ref(&text))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let b = second
+        .embed_blocking(std::slice::from_ref(&text))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(a, b);
+
+    // Both work through the never-fail entry point too.
+    let (x, y, _) = REFERENCE_PAIRS[0];
+    let input = playbook(&[
+        (PATTERNS, "pat-001", x, 1, 0),
+        (PATTERNS, "pat-002", y, 1, 0),
+    ]);
+    for embedder in [first, second] {
+        let out = run_deduplication_with(input.clone(), Some(0.85), Arc::new(embedder));
+        assert_eq!(out.len(), 1);
+    }
+}
