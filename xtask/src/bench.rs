@@ -24,15 +24,10 @@ const RUNS: usize = 3;
 /// Runs the criterion bench (unless `e2e_only`) and the end-to-end timings.
 pub fn run(root: &Path, e2e_only: bool, bench_args: &[String]) -> Result<()> {
     if !e2e_only {
-        println!(
-            "==> cargo bench -p memdedup --bench throughput -- {}",
-            bench_args.join(" ")
-        );
+        let shown = if bench_args.is_empty() { String::new() } else { format!(" -- {}", bench_args.join(" ")) };
+        println!("==> cargo bench -p memdedup --bench throughput{shown}");
         process::run(
-            cargo()
-                .args(["bench", "-p", "memdedup", "--bench", "throughput", "--"])
-                .args(bench_args)
-                .current_dir(root),
+            cargo().args(["bench", "-p", "memdedup", "--bench", "throughput", "--"]).args(bench_args).current_dir(root),
         )?;
     }
 
@@ -67,29 +62,16 @@ pub fn run(root: &Path, e2e_only: bool, bench_args: &[String]) -> Result<()> {
             .current_dir(root)
             .stdin(Stdio::null());
         let line = process::describe(&cmd);
-        let out = cmd
-            .output()
-            .with_context(|| format!("could not start `{line}`"))?;
+        let out = cmd.output().with_context(|| format!("could not start `{line}`"))?;
         if !out.status.success() {
-            bail!(
-                "`{line}` failed ({}):\n{}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr).trim_end()
-            );
+            bail!("`{line}` failed ({}):\n{}", out.status, String::from_utf8_lossy(&out.stderr).trim_end());
         }
-        let measured = std::fs::read_to_string(&timing)
-            .with_context(|| format!("reading {}", timing.display()))?;
-        let (secs, kib) = parse_time_output(&measured)
-            .with_context(|| format!("unexpected {GNU_TIME} output: {measured:?}"))?;
-        println!(
-            "  run {run}: {secs:>6.2} s wall  {:>7.1} MiB peak RSS",
-            kib as f64 / 1024.0
-        );
+        let measured = std::fs::read_to_string(&timing).with_context(|| format!("reading {}", timing.display()))?;
+        let (secs, kib) =
+            parse_time_output(&measured).with_context(|| format!("unexpected {GNU_TIME} output: {measured:?}"))?;
+        println!("  run {run}: {secs:>6.2} s wall  {:>7.1} MiB peak RSS", kib as f64 / 1024.0);
     }
-    let after: usize = crate::demo::section_counts(&output)?
-        .iter()
-        .map(|(_, n)| n)
-        .sum();
+    let after: usize = crate::demo::section_counts(&output)?.iter().map(|(_, n)| n).sum();
     println!("  entries: {ENTRIES} -> {after}");
     Ok(())
 }
@@ -110,10 +92,7 @@ mod tests {
     #[test]
     fn time_output() {
         assert_eq!(parse_time_output("1.23 45678\n"), Some((1.23, 45678)));
-        assert_eq!(
-            parse_time_output("Command exited with non-zero status 1\n0.50 1024\n"),
-            Some((0.5, 1024))
-        );
+        assert_eq!(parse_time_output("Command exited with non-zero status 1\n0.50 1024\n"), Some((0.5, 1024)));
         assert_eq!(parse_time_output(""), None);
     }
 }

@@ -32,30 +32,12 @@ pub fn run(root: &Path) -> Result<()> {
     type Step<'a> = (&'a str, Box<dyn Fn() -> Result<Outcome> + 'a>);
     let totals = std::cell::Cell::new(TestCounts::default());
     let steps: Vec<Step<'_>> = vec![
-        (
-            "cargo fmt --all -- --check",
-            Box::new(|| cargo_step(root, &["fmt", "--all", "--", "--check"])),
-        ),
+        ("cargo fmt --all -- --check", Box::new(|| cargo_step(root, &["fmt", "--all", "--", "--check"]))),
         (
             "cargo clippy --workspace --all-targets -- -D warnings",
-            Box::new(|| {
-                cargo_step(
-                    root,
-                    &[
-                        "clippy",
-                        "--workspace",
-                        "--all-targets",
-                        "--",
-                        "-D",
-                        "warnings",
-                    ],
-                )
-            }),
+            Box::new(|| cargo_step(root, &["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])),
         ),
-        (
-            "fetch-model",
-            Box::new(|| crate::model::fetch_model(None).map(|_| Outcome::Passed)),
-        ),
+        ("fetch-model", Box::new(|| crate::model::fetch_model(None).map(|_| Outcome::Passed))),
         (
             "cargo test --workspace",
             Box::new(|| {
@@ -64,10 +46,7 @@ pub fn run(root: &Path) -> Result<()> {
                 Ok(Outcome::Passed)
             }),
         ),
-        (
-            "tidy",
-            Box::new(|| crate::tidy::run(root).map(|()| Outcome::Passed)),
-        ),
+        ("tidy", Box::new(|| crate::tidy::run(root).map(|()| Outcome::Passed))),
         ("cargo deny", Box::new(|| deny(root))),
     ];
 
@@ -88,11 +67,7 @@ pub fn run(root: &Path) -> Result<()> {
                 timings.push((name, elapsed, "skipped".into()));
             }
             Err(e) => {
-                println!(
-                    "==> ci [{}/{total}] {name}: FAILED after {}",
-                    i + 1,
-                    secs(elapsed)
-                );
+                println!("==> ci [{}/{total}] {name}: FAILED after {}", i + 1, secs(elapsed));
                 return Err(e.context(format!("ci step `{name}` failed")));
             }
         }
@@ -103,10 +78,7 @@ pub fn run(root: &Path) -> Result<()> {
     }
     // The last line: every test that `cargo test` ran, in the plain form CI tools read.
     let t = totals.get();
-    println!(
-        "tests: {} passed, {} failed, {} skipped",
-        t.passed, t.failed, t.ignored
-    );
+    println!("tests: {} passed, {} failed, {} skipped", t.passed, t.failed, t.ignored);
     Ok(())
 }
 
@@ -114,13 +86,9 @@ pub fn run(root: &Path) -> Result<()> {
 /// `test result:` lines added up.
 fn cargo_test(root: &Path) -> Result<TestCounts> {
     let mut cmd = cargo();
-    cmd.args(["test", "--workspace"])
-        .current_dir(root)
-        .stdout(Stdio::piped());
+    cmd.args(["test", "--workspace"]).current_dir(root).stdout(Stdio::piped());
     let line = process::describe(&cmd);
-    let mut child = cmd
-        .spawn()
-        .with_context(|| format!("could not start `{line}`"))?;
+    let mut child = cmd.spawn().with_context(|| format!("could not start `{line}`"))?;
     let mut counts = TestCounts::default();
     if let Some(stdout) = child.stdout.take() {
         for text in BufReader::new(stdout).lines() {
@@ -133,9 +101,7 @@ fn cargo_test(root: &Path) -> Result<TestCounts> {
             }
         }
     }
-    let status = child
-        .wait()
-        .with_context(|| format!("waiting for `{line}`"))?;
+    let status = child.wait().with_context(|| format!("waiting for `{line}`"))?;
     if !status.success() {
         bail!("`{line}` failed ({status})");
     }
@@ -187,9 +153,7 @@ fn deny(root: &Path) -> Result<Outcome> {
     // Duplicate-version warnings would each print a long inclusion tree; the crate names
     // are enough here (`cargo deny check bans` shows the trees).
     let mut cmd = cargo();
-    cmd.args(["deny", "check", "--hide-inclusion-graph"])
-        .args(DENY_CHECKS)
-        .current_dir(root);
+    cmd.args(["deny", "check", "--hide-inclusion-graph"]).args(DENY_CHECKS).current_dir(root);
     process::run(&mut cmd)?;
     Ok(Outcome::Passed)
 }
@@ -201,24 +165,9 @@ mod tests {
     #[test]
     fn test_result_lines_are_counted() {
         let line = "test result: ok. 57 passed; 0 failed; 2 ignored; 0 measured; 0 filtered out; finished in 0.23s";
-        assert_eq!(
-            parse_test_result(line),
-            Some(TestCounts {
-                passed: 57,
-                failed: 0,
-                ignored: 2
-            })
-        );
-        let failed =
-            "test result: FAILED. 23 passed; 2 failed; 0 ignored; 0 measured; 0 filtered out";
-        assert_eq!(
-            parse_test_result(failed),
-            Some(TestCounts {
-                passed: 23,
-                failed: 2,
-                ignored: 0
-            })
-        );
+        assert_eq!(parse_test_result(line), Some(TestCounts { passed: 57, failed: 0, ignored: 2 }));
+        let failed = "test result: FAILED. 23 passed; 2 failed; 0 ignored; 0 measured; 0 filtered out";
+        assert_eq!(parse_test_result(failed), Some(TestCounts { passed: 23, failed: 2, ignored: 0 }));
         assert_eq!(parse_test_result("running 3 tests"), None);
     }
 }

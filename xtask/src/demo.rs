@@ -19,23 +19,14 @@ pub fn run(root: &Path) -> Result<()> {
     let output = out_dir.join("playbook.deduped.json");
     let before = section_counts(&input)?;
 
-    println!(
-        "\n==> memdedup playbook dedup examples/playbook.json -o {}",
-        output.display()
-    );
+    println!("\n==> memdedup playbook dedup examples/playbook.json -o {}", output.display());
     process::run(
-        Command::new(&bin)
-            .args(["playbook", "dedup", "examples/playbook.json", "-o"])
-            .arg(&output)
-            .current_dir(root),
+        Command::new(&bin).args(["playbook", "dedup", "examples/playbook.json", "-o"]).arg(&output).current_dir(root),
     )?;
     let after = section_counts(&output)?;
     println!("\nentries per section (before -> after):");
     for (section, n) in &before {
-        let m = after
-            .iter()
-            .find(|(s, _)| s == section)
-            .map_or(0, |(_, m)| *m);
+        let m = after.iter().find(|(s, _)| s == section).map_or(0, |(_, m)| *m);
         println!("  {section:<24} {n:>3} -> {m:>3}");
     }
     let total_before: usize = before.iter().map(|(_, n)| n).sum();
@@ -48,25 +39,15 @@ pub fn run(root: &Path) -> Result<()> {
     println!("deduplicated playbook written to {}", output.display());
 
     println!("\n==> memdedup scan examples/memories.jsonl");
-    process::run(
-        Command::new(&bin)
-            .args(["scan", "examples/memories.jsonl"])
-            .current_dir(root),
-    )?;
+    process::run(Command::new(&bin).args(["scan", "examples/memories.jsonl"]).current_dir(root))?;
     Ok(())
 }
 
 /// `cargo build --release -p memdedup-cli`; returns the path of the `memdedup` binary.
 pub fn build_cli(root: &Path) -> Result<PathBuf> {
     println!("==> cargo build --release -p memdedup-cli");
-    process::run(
-        cargo()
-            .args(["build", "--release", "-p", "memdedup-cli"])
-            .current_dir(root),
-    )?;
-    let bin = process::target_dir(root)?
-        .join("release")
-        .join(format!("memdedup{}", std::env::consts::EXE_SUFFIX));
+    process::run(cargo().args(["build", "--release", "-p", "memdedup-cli"]).current_dir(root))?;
+    let bin = process::target_dir(root)?.join("release").join(format!("memdedup{}", std::env::consts::EXE_SUFFIX));
     anyhow::ensure!(
         bin.is_file(),
         "the build succeeded but {} does not exist (is the binary still named `memdedup`?)",
@@ -77,17 +58,12 @@ pub fn build_cli(root: &Path) -> Result<PathBuf> {
 
 /// Entry counts per section of a playbook file, in file order.
 pub fn section_counts(path: &Path) -> Result<Vec<(String, usize)>> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let doc: serde_json::Value = serde_json::from_str(&text)
-        .with_context(|| format!("{} is not valid JSON", path.display()))?;
-    let sections = doc["sections"]
-        .as_object()
-        .with_context(|| format!("{} has no `sections` object", path.display()))?;
-    Ok(sections
-        .iter()
-        .map(|(name, entries)| (name.clone(), entries.as_array().map_or(0, Vec::len)))
-        .collect())
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let doc: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("{} is not valid JSON", path.display()))?;
+    let sections =
+        doc["sections"].as_object().with_context(|| format!("{} has no `sections` object", path.display()))?;
+    Ok(sections.iter().map(|(name, entries)| (name.clone(), entries.as_array().map_or(0, Vec::len))).collect())
 }
 
 #[cfg(test)]

@@ -68,10 +68,7 @@ fn run(args: Vec<String>) -> Result<()> {
             Ok(())
         }
         "fetch-model" if wants_help => {
-            println!(
-                "Usage: cargo xtask fetch-model [--dir DIR]\n\n{}",
-                model::HELP
-            );
+            println!("Usage: cargo xtask fetch-model [--dir DIR]\n\n{}", model::HELP);
             Ok(())
         }
         "fetch-model" => {
@@ -91,10 +88,7 @@ fn run(args: Vec<String>) -> Result<()> {
             demo::run(&project_root())
         }
         "bench" if wants_help => {
-            println!(
-                "Usage: cargo xtask bench [--e2e-only] [ARGS...]\n\n{}",
-                bench::HELP
-            );
+            println!("Usage: cargo xtask bench [--e2e-only] [ARGS...]\n\n{}", bench::HELP);
             Ok(())
         }
         "bench" => {
@@ -118,9 +112,7 @@ fn parse_fetch_model_args(args: &[String]) -> Result<Option<PathBuf>> {
         } else if let Some(value) = arg.strip_prefix("--dir=") {
             dir = Some(PathBuf::from(value));
         } else {
-            bail!(
-                "unexpected argument `{arg}` for fetch-model (usage: cargo xtask fetch-model [--dir DIR])"
-            );
+            bail!("unexpected argument `{arg}` for fetch-model (usage: cargo xtask fetch-model [--dir DIR])");
         }
     }
     if dir.as_ref().is_some_and(|d| d.as_os_str().is_empty()) {
@@ -172,14 +164,8 @@ mod tests {
     #[test]
     fn fetch_model_args() {
         assert_eq!(parse_fetch_model_args(&[]).unwrap(), None);
-        assert_eq!(
-            parse_fetch_model_args(&strings(&["--dir", "/m"])).unwrap(),
-            Some(PathBuf::from("/m"))
-        );
-        assert_eq!(
-            parse_fetch_model_args(&strings(&["--dir=/m"])).unwrap(),
-            Some(PathBuf::from("/m"))
-        );
+        assert_eq!(parse_fetch_model_args(&strings(&["--dir", "/m"])).unwrap(), Some(PathBuf::from("/m")));
+        assert_eq!(parse_fetch_model_args(&strings(&["--dir=/m"])).unwrap(), Some(PathBuf::from("/m")));
         assert!(parse_fetch_model_args(&strings(&["--dir"])).is_err());
         assert!(parse_fetch_model_args(&strings(&["--dir", ""])).is_err());
         assert!(parse_fetch_model_args(&strings(&["--force"])).is_err());
@@ -189,14 +175,8 @@ mod tests {
     fn bench_args() {
         assert_eq!(parse_bench_args(&[]), (false, vec![]));
         assert_eq!(parse_bench_args(&strings(&["--e2e-only"])), (true, vec![]));
-        assert_eq!(
-            parse_bench_args(&strings(&["--", "--quick"])),
-            (false, strings(&["--quick"]))
-        );
-        assert_eq!(
-            parse_bench_args(&strings(&["--e2e-only", "--", "x"])),
-            (true, strings(&["x"]))
-        );
+        assert_eq!(parse_bench_args(&strings(&["--", "--quick"])), (false, strings(&["--quick"])));
+        assert_eq!(parse_bench_args(&strings(&["--e2e-only", "--", "x"])), (true, strings(&["x"])));
     }
 
     #[test]

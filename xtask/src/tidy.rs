@@ -14,25 +14,14 @@ use crate::process;
 
 /// Crates that must not appear anywhere in `dedup-core`'s normal dependency tree: no async
 /// runtime, no database driver, no HTTP stack, no ONNX Runtime.
-const CORE_FORBIDDEN: [&str; 7] = [
-    "tokio",
-    "async-std",
-    "sqlx",
-    "reqwest",
-    "ort",
-    "fastembed",
-    "hyper",
-];
+const CORE_FORBIDDEN: [&str; 7] = ["tokio", "async-std", "sqlx", "reqwest", "ort", "fastembed", "hyper"];
 
 /// The only workspace members allowed a direct normal dependency on `anyhow`.
 const ANYHOW_ALLOWED: [&str; 2] = ["memdedup-cli", "xtask"];
 
 /// For each crate, the only memdedup crates it may depend on (directly or not).
-const INTERNAL_DEPS_ALLOWED: [(&str, &[&str]); 3] = [
-    ("dedup-core", &[]),
-    ("dedup-embed", &["dedup-core"]),
-    ("dedup-store", &["dedup-core"]),
-];
+const INTERNAL_DEPS_ALLOWED: [(&str, &[&str]); 3] =
+    [("dedup-core", &[]), ("dedup-embed", &["dedup-core"]), ("dedup-store", &["dedup-core"])];
 
 /// One broken rule: where, and which rule.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,10 +39,7 @@ impl fmt::Display for Failure {
 }
 
 fn failure(location: impl Into<String>, rule: impl Into<String>) -> Failure {
-    Failure {
-        location: location.into(),
-        rule: rule.into(),
-    }
+    Failure { location: location.into(), rule: rule.into() }
 }
 
 /// A workspace member as tidy sees it.
@@ -82,11 +68,7 @@ pub fn run(root: &Path) -> Result<()> {
         let found = check(root, &members).with_context(|| format!("tidy check `{name}`"))?;
         println!(
             "tidy: {name}: {}",
-            if found.is_empty() {
-                "ok".to_owned()
-            } else {
-                format!("{} failure(s)", found.len())
-            }
+            if found.is_empty() { "ok".to_owned() } else { format!("{} failure(s)", found.len()) }
         );
         failures.extend(found);
     }
@@ -104,9 +86,7 @@ pub fn run(root: &Path) -> Result<()> {
 pub fn members(root: &Path) -> Result<Vec<Member>> {
     let mut dirs = Vec::new();
     let crates = root.join("crates");
-    for entry in
-        std::fs::read_dir(&crates).with_context(|| format!("listing {}", crates.display()))?
-    {
+    for entry in std::fs::read_dir(&crates).with_context(|| format!("listing {}", crates.display()))? {
         let entry = entry?;
         if entry.path().join("Cargo.toml").is_file() {
             dirs.push(PathBuf::from("crates").join(entry.file_name()));
@@ -117,10 +97,8 @@ pub fn members(root: &Path) -> Result<Vec<Member>> {
     dirs.into_iter()
         .map(|dir| {
             let manifest = root.join(&dir).join("Cargo.toml");
-            let text = std::fs::read_to_string(&manifest)
-                .with_context(|| format!("reading {}", manifest.display()))?;
-            let name = package_name(&text)
-                .with_context(|| format!("{} has no [package] name", manifest.display()))?;
+            let text = std::fs::read_to_string(&manifest).with_context(|| format!("reading {}", manifest.display()))?;
+            let name = package_name(&text).with_context(|| format!("{} has no [package] name", manifest.display()))?;
             Ok(Member { name, dir })
         })
         .collect()
@@ -148,10 +126,7 @@ pub fn check_folder_names(_root: &Path, members: &[Member]) -> Result<Vec<Failur
         .iter()
         .filter(|m| m.dir.file_name().is_some_and(|f| f != m.name.as_str()))
         .map(|m| {
-            failure(
-                m.dir.display().to_string(),
-                format!("the folder name must equal the crate name (`{}`)", m.name),
-            )
+            failure(m.dir.display().to_string(), format!("the folder name must equal the crate name (`{}`)", m.name))
         })
         .collect())
 }
@@ -163,17 +138,10 @@ pub fn check_module_docs(root: &Path, members: &[Member]) -> Result<Vec<Failure>
     for member in members {
         let src = root.join(&member.dir).join("src");
         for path in rust_files(&src)? {
-            let text = std::fs::read_to_string(&path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            let rel = path
-                .strip_prefix(root)
-                .unwrap_or(&path)
-                .display()
-                .to_string();
+            let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+            let rel = path.strip_prefix(root).unwrap_or(&path).display().to_string();
             let is_crate_root = path.parent() == Some(src.as_path())
-                && path
-                    .file_name()
-                    .is_some_and(|f| f == "lib.rs" || f == "main.rs");
+                && path.file_name().is_some_and(|f| f == "lib.rs" || f == "main.rs");
             if let Some(rule) = module_doc_problem(&text, is_crate_root) {
                 failures.push(failure(rel, rule));
             }
@@ -185,9 +153,7 @@ pub fn check_module_docs(root: &Path, members: &[Member]) -> Result<Vec<Failure>
 /// What is wrong with a file's opening docs, if anything.
 fn module_doc_problem(text: &str, is_crate_root: bool) -> Option<&'static str> {
     let first = text.lines().next().unwrap_or("");
-    let opens_with_text = first
-        .strip_prefix("//!")
-        .is_some_and(|rest| !rest.trim().is_empty());
+    let opens_with_text = first.strip_prefix("//!").is_some_and(|rest| !rest.trim().is_empty());
     match (opens_with_text, is_crate_root) {
         (true, _) => None,
         (false, true) => Some(
@@ -249,9 +215,7 @@ pub fn check_dependencies(root: &Path, members: &[Member]) -> Result<Vec<Failure
         ])
         .current_dir(root);
         let trees = parse_cargo_tree(&process::output(&mut cmd)?)?;
-        let tree = trees
-            .get(&m.name)
-            .with_context(|| format!("`cargo tree` printed no tree for `{}`", m.name))?;
+        let tree = trees.get(&m.name).with_context(|| format!("`cargo tree` printed no tree for `{}`", m.name))?;
         failures.extend(dependency_failures(&m.name, tree, &internal));
     }
     Ok(failures)
@@ -267,9 +231,7 @@ fn parse_cargo_tree(output: &str) -> Result<BTreeMap<String, Tree>> {
     let mut current: Option<String> = None;
     for line in output.lines().filter(|l| !l.trim().is_empty()) {
         let digits = line.bytes().take_while(u8::is_ascii_digit).count();
-        let depth: usize = line[..digits]
-            .parse()
-            .with_context(|| format!("unexpected `cargo tree` line: `{line}`"))?;
+        let depth: usize = line[..digits].parse().with_context(|| format!("unexpected `cargo tree` line: `{line}`"))?;
         let name = line[digits..]
             .split_whitespace()
             .next()
@@ -279,9 +241,7 @@ fn parse_cargo_tree(output: &str) -> Result<BTreeMap<String, Tree>> {
             trees.entry(name.clone()).or_default();
             current = Some(name);
         } else {
-            let root = current
-                .as_ref()
-                .with_context(|| format!("`cargo tree` line before any root: `{line}`"))?;
+            let root = current.as_ref().with_context(|| format!("`cargo tree` line before any root: `{line}`"))?;
             let tree = trees.entry(root.clone()).or_default();
             let d = tree.entry(name).or_insert(depth);
             *d = (*d).min(depth);
@@ -310,11 +270,7 @@ fn dependency_failures(krate: &str, tree: &Tree, internal: &BTreeSet<&str>) -> V
                     krate,
                     format!(
                         "must not depend on `{dep}` (among memdedup crates it may use only: {})",
-                        if allowed.is_empty() {
-                            "none".to_owned()
-                        } else {
-                            allowed.join(", ")
-                        }
+                        if allowed.is_empty() { "none".to_owned() } else { allowed.join(", ") }
                     ),
                 ));
             }
@@ -343,13 +299,8 @@ pub fn check_error_types(root: &Path, members: &[Member]) -> Result<Vec<Failure>
         }
         let mut found = Vec::new();
         for path in rust_files(&src)? {
-            let text = std::fs::read_to_string(&path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            let rel = path
-                .strip_prefix(root)
-                .unwrap_or(&path)
-                .display()
-                .to_string();
+            let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+            let rel = path.strip_prefix(root).unwrap_or(&path).display().to_string();
             found.extend(std::iter::repeat_n(rel, count_pub_enum_error(&text)));
         }
         if found.len() != 1 {
@@ -358,11 +309,7 @@ pub fn check_error_types(root: &Path, members: &[Member]) -> Result<Vec<Failure>
                 format!(
                     "a library crate must define exactly one `pub enum Error` (found {}{})",
                     found.len(),
-                    if found.is_empty() {
-                        String::new()
-                    } else {
-                        format!(": {}", found.join(", "))
-                    }
+                    if found.is_empty() { String::new() } else { format!(": {}", found.join(", ")) }
                 ),
             ));
         }
@@ -375,8 +322,7 @@ fn count_pub_enum_error(text: &str) -> usize {
     text.lines()
         .map(str::trim_start)
         .filter(|l| {
-            l.strip_prefix("pub enum Error")
-                .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '{', '<']))
+            l.strip_prefix("pub enum Error").is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '{', '<']))
         })
         .count()
 }
@@ -434,21 +380,16 @@ mod tests {
 
     #[test]
     fn package_name_reads_only_the_package_table() {
-        let manifest = "[workspace]\nname = \"no\"\n[package]\nversion = \"1\"\nname = \"yes\"\n[dependencies]\nname = \"dep\"\n";
+        let manifest =
+            "[workspace]\nname = \"no\"\n[package]\nversion = \"1\"\nname = \"yes\"\n[dependencies]\nname = \"dep\"\n";
         assert_eq!(package_name(manifest).as_deref(), Some("yes"));
         assert_eq!(package_name("[dependencies]\nname = \"x\"\n"), None);
     }
 
     #[test]
     fn module_docs_rules() {
-        assert_eq!(
-            module_doc_problem("//! Does things.\nfn f() {}\n", false),
-            None
-        );
-        assert_eq!(
-            module_doc_problem("//! Crate.\n//!\n//! More.\n", true),
-            None
-        );
+        assert_eq!(module_doc_problem("//! Does things.\nfn f() {}\n", false), None);
+        assert_eq!(module_doc_problem("//! Crate.\n//!\n//! More.\n", true), None);
         assert!(module_doc_problem("//!\n//! Late text.\n", false).is_some());
         assert!(module_doc_problem("/// Item doc.\nfn f() {}\n", false).is_some());
         assert!(module_doc_problem("\n//! Not first.\n", false).is_some());
@@ -462,50 +403,24 @@ mod tests {
         let trees = parse_cargo_tree(out).unwrap();
         assert_eq!(trees.len(), 2);
         assert_eq!(trees["dedup-core"].get("serde_derive"), Some(&2));
-        assert_eq!(
-            trees["dedup-embed"].get("serde"),
-            Some(&1),
-            "smallest depth wins"
-        );
+        assert_eq!(trees["dedup-embed"].get("serde"), Some(&1), "smallest depth wins");
         assert!(!trees["dedup-core"].contains_key("dedup-core"));
         assert!(parse_cargo_tree("serde v1\n").is_err());
     }
 
     #[test]
     fn dependency_rules_catch_violations() {
-        let internal: BTreeSet<&str> = [
-            "dedup-core",
-            "dedup-embed",
-            "dedup-store",
-            "memdedup-cli",
-            "xtask",
-        ]
-        .into();
-        let tree = |deps: &[(&str, usize)]| -> Tree {
-            deps.iter().map(|(n, d)| ((*n).to_owned(), *d)).collect()
-        };
-        let core = dependency_failures(
-            "dedup-core",
-            &tree(&[("serde", 1), ("tokio", 3)]),
-            &internal,
-        );
+        let internal: BTreeSet<&str> = ["dedup-core", "dedup-embed", "dedup-store", "memdedup-cli", "xtask"].into();
+        let tree = |deps: &[(&str, usize)]| -> Tree { deps.iter().map(|(n, d)| ((*n).to_owned(), *d)).collect() };
+        let core = dependency_failures("dedup-core", &tree(&[("serde", 1), ("tokio", 3)]), &internal);
         assert_eq!(core.len(), 1);
         assert!(core[0].rule.contains("`tokio`"), "{}", core[0]);
         let embed = tree(&[("dedup-core", 1), ("dedup-store", 2)]);
-        assert_eq!(
-            dependency_failures("dedup-embed", &embed, &internal).len(),
-            1
-        );
+        assert_eq!(dependency_failures("dedup-embed", &embed, &internal).len(), 1);
         let store = tree(&[("dedup-core", 1), ("dedup-embed", 1)]);
-        assert_eq!(
-            dependency_failures("dedup-store", &store, &internal).len(),
-            1
-        );
+        assert_eq!(dependency_failures("dedup-store", &store, &internal).len(), 1);
         let lib_anyhow = tree(&[("anyhow", 1)]);
-        assert_eq!(
-            dependency_failures("memdedup", &lib_anyhow, &internal).len(),
-            1
-        );
+        assert_eq!(dependency_failures("memdedup", &lib_anyhow, &internal).len(), 1);
         assert!(dependency_failures("memdedup-cli", &lib_anyhow, &internal).is_empty());
         assert!(dependency_failures("xtask", &lib_anyhow, &internal).is_empty());
         let indirect_anyhow = tree(&[("fastembed", 1), ("anyhow", 2)]);
@@ -514,19 +429,10 @@ mod tests {
 
     #[test]
     fn error_type_count() {
-        assert_eq!(
-            count_pub_enum_error("#[non_exhaustive]\npub enum Error {\n}\n"),
-            1
-        );
+        assert_eq!(count_pub_enum_error("#[non_exhaustive]\npub enum Error {\n}\n"), 1);
         assert_eq!(count_pub_enum_error("    pub enum Error<E> {}\n"), 1);
-        assert_eq!(
-            count_pub_enum_error("pub enum ErrorKind {}\n// pub enum Error\n"),
-            0
-        );
+        assert_eq!(count_pub_enum_error("pub enum ErrorKind {}\n// pub enum Error\n"), 0);
         assert_eq!(count_pub_enum_error("pub(crate) enum Error {}\n"), 0);
-        assert_eq!(
-            count_pub_enum_error("pub enum Error {}\npub enum Error {}\n"),
-            2
-        );
+        assert_eq!(count_pub_enum_error("pub enum Error {}\npub enum Error {}\n"), 2);
     }
 }

@@ -81,10 +81,7 @@ impl Embedding {
         if !bytes.len().is_multiple_of(4) {
             return Err(Error::DimensionMismatch { expected: bytes.len() / 4 * 4, actual: bytes.len() });
         }
-        let values = bytes
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-            .collect();
+        let values = bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
         Embedding::new(values)
     }
 }
@@ -124,14 +121,8 @@ mod tests {
     #[test]
     fn rejects_empty_nan_inf_and_zero() {
         assert_eq!(Embedding::new(vec![]), Err(Error::EmptyVector));
-        assert!(matches!(
-            Embedding::new(vec![1.0, f32::NAN]),
-            Err(Error::NonFiniteComponent { index: 1, .. })
-        ));
-        assert!(matches!(
-            Embedding::new(vec![f32::INFINITY]),
-            Err(Error::NonFiniteComponent { index: 0, .. })
-        ));
+        assert!(matches!(Embedding::new(vec![1.0, f32::NAN]), Err(Error::NonFiniteComponent { index: 1, .. })));
+        assert!(matches!(Embedding::new(vec![f32::INFINITY]), Err(Error::NonFiniteComponent { index: 0, .. })));
         assert_eq!(Embedding::new(vec![0.0, 0.0]), Err(Error::ZeroVector));
     }
 

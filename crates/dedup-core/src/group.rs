@@ -151,8 +151,7 @@ fn spanning_forest(matrix: &[f32], n: usize, dims: usize, options: GroupOptions)
     let blocks = n.div_ceil(tile);
     let threshold = options.threshold.as_f32();
     let base_cap = 4 * n + 4096;
-    let tiles: Vec<(usize, usize)> =
-        (0..blocks).flat_map(|bi| (bi..blocks).map(move |bj| (bi, bj))).collect();
+    let tiles: Vec<(usize, usize)> = (0..blocks).flat_map(|bi| (bi..blocks).map(move |bj| (bi, bj))).collect();
     let new_acc = || Accumulator { edges: Vec::new(), cap: base_cap, scratch: Vec::new() };
     tiles
         .par_iter()

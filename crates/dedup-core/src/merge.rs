@@ -47,9 +47,7 @@ pub struct MergePlan {
 
 /// Sums `(helpful, harmful)` pairs with overflow checks; `None` on overflow.
 pub fn merge_counters(counters: impl IntoIterator<Item = (u64, u64)>) -> Option<(u64, u64)> {
-    counters
-        .into_iter()
-        .try_fold((0u64, 0u64), |(h, x), (dh, dx)| Some((h.checked_add(dh)?, x.checked_add(dx)?)))
+    counters.into_iter().try_fold((0u64, 0u64), |(h, x), (dh, dx)| Some((h.checked_add(dh)?, x.checked_add(dx)?)))
 }
 
 impl MergePlan {
@@ -71,8 +69,8 @@ impl MergePlan {
             for &m in &group.members {
                 members.push(entry(m)?);
             }
-            let (helpful, harmful) = merge_counters(members.iter().map(|(_, e)| (e.helpful, e.harmful)))
-                .ok_or_else(|| {
+            let (helpful, harmful) =
+                merge_counters(members.iter().map(|(_, e)| (e.helpful, e.harmful))).ok_or_else(|| {
                     let helpful_sum = merge_counters(members.iter().map(|(_, e)| (e.helpful, 0)));
                     Error::CounterOverflow {
                         field: if helpful_sum.is_none() { "helpful" } else { "harmful" },
@@ -82,7 +80,12 @@ impl MergePlan {
             let mut absorbed = Vec::with_capacity(group.members.len() - 1);
             for (member, via, score) in group.links() {
                 let (at, e) = entry(member)?;
-                absorbed.push(Absorbed { entry: at.clone(), name: e.name.clone(), via: entry(via)?.1.name.clone(), score });
+                absorbed.push(Absorbed {
+                    entry: at.clone(),
+                    name: e.name.clone(),
+                    via: entry(via)?.1.name.clone(),
+                    score,
+                });
             }
             planned.push(MergedGroup {
                 survivor: survivor_ref.clone(),

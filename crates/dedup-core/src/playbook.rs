@@ -9,13 +9,8 @@ use serde_json::{Map, Value};
 use crate::{Error, Result};
 
 /// The canonical section names, in the order seed 000 iterates them (REQ-DEDUP-001).
-pub const CANONICAL_SECTIONS: [&str; 5] = [
-    "PATTERNS & APPROACHES",
-    "MISTAKES TO AVOID",
-    "USER PREFERENCES",
-    "PROJECT CONTEXT",
-    "OTHERS",
-];
+pub const CANONICAL_SECTIONS: [&str; 5] =
+    ["PATTERNS & APPROACHES", "MISTAKES TO AVOID", "USER PREFERENCES", "PROJECT CONTEXT", "OTHERS"];
 
 /// The agent playbook: `{"version", "last_updated", "sections": {NAME: [entries]}}`.
 ///
@@ -53,10 +48,7 @@ pub struct EntryRef {
 impl EntryRef {
     /// The entry at `index` of `section`.
     pub fn new(section: impl Into<String>, index: usize) -> Self {
-        Self {
-            section: section.into(),
-            index,
-        }
+        Self { section: section.into(), index }
     }
 }
 
@@ -97,10 +89,7 @@ impl Playbook {
     /// Fails with [`Error::InvalidPlaybook`] naming the first offending path.
     pub fn from_value(value: Value) -> Result<Self> {
         let Value::Object(doc) = value else {
-            return Err(invalid(
-                "$",
-                format!("must be an object, got {}", describe(&value)),
-            ));
+            return Err(invalid("$", format!("must be an object, got {}", describe(&value))));
         };
         validate(&doc)?;
         Ok(Self { doc })
@@ -138,19 +127,12 @@ impl Playbook {
 
     /// Names of the sections not in [`CANONICAL_SECTIONS`], in file order.
     pub fn non_canonical_sections(&self) -> Vec<String> {
-        self.sections()
-            .keys()
-            .filter(|name| !is_canonical(name))
-            .cloned()
-            .collect()
+        self.sections().keys().filter(|name| !is_canonical(name)).cloned().collect()
     }
 
     /// Total number of entries across all sections.
     pub fn len(&self) -> usize {
-        self.sections()
-            .values()
-            .map(|list| list.as_array().map_or(0, Vec::len))
-            .sum()
+        self.sections().values().map(|list| list.as_array().map_or(0, Vec::len)).sum()
     }
 
     /// Whether no section holds any entry (there may still be empty sections).
@@ -165,10 +147,7 @@ impl Playbook {
 
     /// Number of entries in section `name`, or `None` if there is no such section.
     pub fn section_len(&self, name: &str) -> Option<usize> {
-        self.sections()
-            .get(name)
-            .and_then(Value::as_array)
-            .map(Vec::len)
+        self.sections().get(name).and_then(Value::as_array).map(Vec::len)
     }
 
     /// The entry at `at`, or `None` if the section or index does not exist.
@@ -186,11 +165,7 @@ impl Playbook {
     /// Every ref is checked first, and nothing changes when one fails: an unknown
     /// section, an index out of range, an entry updated twice or removed twice, or an
     /// entry both updated and removed is an [`Error::InvalidPlaybook`] naming that ref.
-    pub fn apply_merges(
-        &mut self,
-        updates: &[(EntryRef, u64, u64)],
-        removals: &[EntryRef],
-    ) -> Result<()> {
+    pub fn apply_merges(&mut self, updates: &[(EntryRef, u64, u64)], removals: &[EntryRef]) -> Result<()> {
         let mut updated = HashSet::with_capacity(updates.len());
         for (at, _, _) in updates {
             self.check_ref(at)?;
@@ -204,11 +179,7 @@ impl Playbook {
             if updated.contains(at) {
                 return Err(invalid(at.to_string(), "entry is both updated and removed"));
             }
-            if !removed
-                .entry(at.section.as_str())
-                .or_default()
-                .insert(at.index)
-            {
+            if !removed.entry(at.section.as_str()).or_default().insert(at.index) {
                 return Err(invalid(at.to_string(), "entry is removed more than once"));
             }
         }
@@ -246,18 +217,12 @@ impl Playbook {
     /// The `sections` object (the type invariant guarantees there is one).
     fn sections(&self) -> &Map<String, Value> {
         static NO_SECTIONS: LazyLock<Map<String, Value>> = LazyLock::new(Map::new);
-        self.doc
-            .get("sections")
-            .and_then(Value::as_object)
-            .unwrap_or(&NO_SECTIONS)
+        self.doc.get("sections").and_then(Value::as_object).unwrap_or(&NO_SECTIONS)
     }
 
     /// The entries of section `name`; empty if there is no such section.
     fn section(&self, name: &str) -> &[Value] {
-        self.sections()
-            .get(name)
-            .and_then(Value::as_array)
-            .map_or(&[], Vec::as_slice)
+        self.sections().get(name).and_then(Value::as_array).map_or(&[], Vec::as_slice)
     }
 
     /// Section names in [`Playbook::entries`] order.
@@ -267,28 +232,17 @@ impl Playbook {
             .iter()
             .copied()
             .filter(|name| sections.contains_key(*name))
-            .chain(
-                sections
-                    .keys()
-                    .map(String::as_str)
-                    .filter(|name| !is_canonical(name)),
-            )
+            .chain(sections.keys().map(String::as_str).filter(|name| !is_canonical(name)))
             .collect()
     }
 
     /// Fails unless `at` names an existing section and an index inside it.
     fn check_ref(&self, at: &EntryRef) -> Result<()> {
         let Some(len) = self.section_len(&at.section) else {
-            return Err(invalid(
-                format!("sections.{}", at.section),
-                "no such section",
-            ));
+            return Err(invalid(format!("sections.{}", at.section), "no such section"));
         };
         if at.index >= len {
-            return Err(invalid(
-                at.to_string(),
-                format!("index out of range: the section has {len} entries"),
-            ));
+            return Err(invalid(at.to_string(), format!("index out of range: the section has {len} entries")));
         }
         Ok(())
     }
@@ -303,27 +257,18 @@ fn validate(doc: &Map<String, Value>) -> Result<()> {
     let sections = match doc.get("sections") {
         Some(Value::Object(sections)) => sections,
         Some(other) => {
-            return Err(invalid(
-                "sections",
-                format!("must be an object, got {}", describe(other)),
-            ));
+            return Err(invalid("sections", format!("must be an object, got {}", describe(other))));
         }
         None => return Err(invalid("sections", "missing required field")),
     };
     for (name, list) in sections {
         let Value::Array(entries) = list else {
-            return Err(invalid(
-                format!("sections.{name}"),
-                format!("must be an array, got {}", describe(list)),
-            ));
+            return Err(invalid(format!("sections.{name}"), format!("must be an array, got {}", describe(list))));
         };
         for (index, entry) in entries.iter().enumerate() {
             let path = format!("sections.{name}[{index}]");
             let Value::Object(fields) = entry else {
-                return Err(invalid(
-                    path,
-                    format!("must be an object, got {}", describe(entry)),
-                ));
+                return Err(invalid(path, format!("must be an object, got {}", describe(entry))));
             };
             check_string(fields, &path, "name")?;
             check_string(fields, &path, "text")?;
@@ -338,14 +283,10 @@ fn validate(doc: &Map<String, Value>) -> Result<()> {
 fn check_string(fields: &Map<String, Value>, entry_path: &str, key: &str) -> Result<()> {
     match fields.get(key) {
         Some(Value::String(_)) => Ok(()),
-        Some(other) => Err(invalid(
-            format!("{entry_path}.{key}"),
-            format!("must be a string, got {}", describe(other)),
-        )),
-        None => Err(invalid(
-            format!("{entry_path}.{key}"),
-            "missing required field",
-        )),
+        Some(other) => {
+            Err(invalid(format!("{entry_path}.{key}"), format!("must be a string, got {}", describe(other))))
+        }
+        None => Err(invalid(format!("{entry_path}.{key}"), "missing required field")),
     }
 }
 
@@ -363,20 +304,9 @@ fn check_counter(fields: &Map<String, Value>, entry_path: &str, key: &str) -> Re
 
 /// The known fields of a validated entry.
 fn read_entry(entry: &Value) -> Entry {
-    let string = |key: &str| {
-        entry
-            .get(key)
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned()
-    };
+    let string = |key: &str| entry.get(key).and_then(Value::as_str).unwrap_or_default().to_owned();
     let counter = |key: &str| entry.get(key).and_then(Value::as_u64).unwrap_or(0);
-    Entry {
-        name: string("name"),
-        text: string("text"),
-        helpful: counter("helpful"),
-        harmful: counter("harmful"),
-    }
+    Entry { name: string("name"), text: string("text"), helpful: counter("helpful"), harmful: counter("harmful") }
 }
 
 /// A short description of a value for error messages: scalars as written, containers
@@ -398,10 +328,7 @@ fn describe(value: &Value) -> String {
 }
 
 fn invalid(path: impl Into<String>, message: impl Into<String>) -> Error {
-    Error::InvalidPlaybook {
-        path: path.into(),
-        message: message.into(),
-    }
+    Error::InvalidPlaybook { path: path.into(), message: message.into() }
 }
 
 /// Maps a syntax error, dropping serde_json's " at line L column C" suffix from the
@@ -411,11 +338,7 @@ fn malformed(err: &serde_json::Error) -> Error {
     let full = err.to_string();
     let suffix = format!(" at line {line} column {column}");
     let message = full.strip_suffix(&suffix).unwrap_or(&full).to_owned();
-    Error::MalformedJson {
-        line,
-        column,
-        message,
-    }
+    Error::MalformedJson { line, column, message }
 }
 
 #[cfg(test)]
@@ -493,18 +416,11 @@ mod tests {
     }
 
     fn keys(value: &Value) -> Vec<&str> {
-        value
-            .as_object()
-            .map(|o| o.keys().map(String::as_str).collect())
-            .unwrap_or_default()
+        value.as_object().map(|o| o.keys().map(String::as_str).collect()).unwrap_or_default()
     }
 
     fn names(playbook: &Playbook) -> Vec<String> {
-        playbook
-            .entries()
-            .into_iter()
-            .map(|(_, e)| e.name)
-            .collect()
+        playbook.entries().into_iter().map(|(_, e)| e.name).collect()
     }
 
     fn parse_err(json: &str) -> Error {
@@ -516,17 +432,8 @@ mod tests {
 
     fn assert_invalid(json: &str, path: &str, message: &str) {
         let err = parse_err(json);
-        assert_eq!(
-            err,
-            Error::InvalidPlaybook {
-                path: path.to_owned(),
-                message: message.to_owned()
-            }
-        );
-        assert_eq!(
-            err.to_string(),
-            format!("invalid playbook at {path}: {message}")
-        );
+        assert_eq!(err, Error::InvalidPlaybook { path: path.to_owned(), message: message.to_owned() });
+        assert_eq!(err.to_string(), format!("invalid playbook at {path}: {message}"));
     }
 
     // --- round trip -------------------------------------------------------------------
@@ -543,35 +450,13 @@ mod tests {
 
     #[test]
     fn round_trip_keeps_unknown_fields_and_key_order() {
-        let value = Playbook::parse(&fixture().to_json_pretty())
-            .unwrap()
-            .to_value();
-        assert_eq!(
-            keys(&value),
-            ["schema", "version", "sections", "last_updated", "z_unknown"]
-        );
-        assert_eq!(
-            value["version"],
-            json!({"major": 2, "tags": ["beta", null, 1.5]})
-        );
+        let value = Playbook::parse(&fixture().to_json_pretty()).unwrap().to_value();
+        assert_eq!(keys(&value), ["schema", "version", "sections", "last_updated", "z_unknown"]);
+        assert_eq!(value["version"], json!({"major": 2, "tags": ["beta", null, 1.5]}));
         assert_eq!(value["last_updated"], json!(1717171717));
-        assert_eq!(
-            keys(&value["sections"]),
-            [
-                "OTHERS",
-                "NOTES",
-                "PATTERNS & APPROACHES",
-                "MISTAKES TO AVOID"
-            ]
-        );
-        assert_eq!(
-            keys(&value["sections"]["OTHERS"][0]),
-            ["text", "name", "helpful", "source"]
-        );
-        assert_eq!(
-            value["sections"]["OTHERS"][0]["source"],
-            json!({"session": "abc", "turn": 7})
-        );
+        assert_eq!(keys(&value["sections"]), ["OTHERS", "NOTES", "PATTERNS & APPROACHES", "MISTAKES TO AVOID"]);
+        assert_eq!(keys(&value["sections"]["OTHERS"][0]), ["text", "name", "helpful", "source"]);
+        assert_eq!(value["sections"]["OTHERS"][0]["source"], json!({"session": "abc", "turn": 7}));
         assert_eq!(value["sections"]["NOTES"][0]["tags"], json!(["ci"]));
     }
 
@@ -584,10 +469,7 @@ mod tests {
         assert!(written.starts_with("{\n  \"version\": \"1.0\",\n"));
         let reread = Playbook::parse(&written).unwrap();
         assert_eq!(reread.to_value(), original);
-        assert_eq!(
-            keys(&reread.to_value()["sections"]["USER PREFERENCES"][0]["extra"]),
-            ["b", "a"]
-        );
+        assert_eq!(keys(&reread.to_value()["sections"]["USER PREFERENCES"][0]["extra"]), ["b", "a"]);
         assert_eq!(reread.to_json_pretty(), written);
     }
 
@@ -608,10 +490,7 @@ mod tests {
     fn from_value_and_to_value_agree() {
         let value = fixture().to_value();
         assert_eq!(Playbook::from_value(value.clone()).unwrap(), fixture());
-        assert_eq!(
-            Playbook::from_value(value).unwrap().to_value(),
-            fixture().to_value()
-        );
+        assert_eq!(Playbook::from_value(value).unwrap().to_value(), fixture().to_value());
     }
 
     // --- reading ------------------------------------------------------------------------
@@ -633,12 +512,7 @@ mod tests {
         );
         assert_eq!(
             entries[0].1,
-            Entry {
-                name: "pat-001".to_owned(),
-                text: "always add type hints".to_owned(),
-                helpful: 10,
-                harmful: 2,
-            }
+            Entry { name: "pat-001".to_owned(), text: "always add type hints".to_owned(), helpful: 10, harmful: 2 }
         );
     }
 
@@ -662,8 +536,7 @@ mod tests {
 
     #[test]
     fn section_names_are_case_sensitive() {
-        let playbook =
-            Playbook::parse(r#"{"sections": {"others": [{"name": "o", "text": "o"}]}}"#).unwrap();
+        let playbook = Playbook::parse(r#"{"sections": {"others": [{"name": "o", "text": "o"}]}}"#).unwrap();
         assert_eq!(playbook.non_canonical_sections(), ["others"]);
     }
 
@@ -681,15 +554,7 @@ mod tests {
         let playbook = fixture();
         assert_eq!(playbook.len(), 5);
         assert!(!playbook.is_empty());
-        assert_eq!(
-            playbook.section_names(),
-            [
-                "OTHERS",
-                "NOTES",
-                "PATTERNS & APPROACHES",
-                "MISTAKES TO AVOID"
-            ]
-        );
+        assert_eq!(playbook.section_names(), ["OTHERS", "NOTES", "PATTERNS & APPROACHES", "MISTAKES TO AVOID"]);
         assert_eq!(playbook.non_canonical_sections(), ["NOTES"]);
         assert_eq!(playbook.section_len("NOTES"), Some(2));
         assert_eq!(playbook.section_len("MISTAKES TO AVOID"), Some(0));
@@ -704,8 +569,7 @@ mod tests {
 
     #[test]
     fn empty_sections_make_an_empty_playbook() {
-        let playbook =
-            Playbook::parse(r#"{"sections": {"OTHERS": [], "PROJECT CONTEXT": []}}"#).unwrap();
+        let playbook = Playbook::parse(r#"{"sections": {"OTHERS": [], "PROJECT CONTEXT": []}}"#).unwrap();
         assert!(playbook.is_empty());
         assert_eq!(playbook.len(), 0);
         assert!(playbook.entries().is_empty());
@@ -723,10 +587,7 @@ mod tests {
 
     #[test]
     fn entry_ref_displays_as_its_path() {
-        assert_eq!(
-            EntryRef::new("PATTERNS & APPROACHES", 3).to_string(),
-            "sections.PATTERNS & APPROACHES[3]"
-        );
+        assert_eq!(EntryRef::new("PATTERNS & APPROACHES", 3).to_string(), "sections.PATTERNS & APPROACHES[3]");
     }
 
     // --- errors -------------------------------------------------------------------------
@@ -744,16 +605,8 @@ mod tests {
 
     #[test]
     fn error_sections_not_an_object() {
-        assert_invalid(
-            r#"{"sections": []}"#,
-            "sections",
-            "must be an object, got an array",
-        );
-        assert_invalid(
-            r#"{"sections": null}"#,
-            "sections",
-            "must be an object, got null",
-        );
+        assert_invalid(r#"{"sections": []}"#, "sections", "must be an object, got an array");
+        assert_invalid(r#"{"sections": null}"#, "sections", "must be an object, got null");
     }
 
     #[test]
@@ -882,37 +735,19 @@ mod tests {
     #[test]
     fn error_malformed_json_has_line_and_column() {
         let err = parse_err("{\n  \"sections\": {\n    \"OTHERS\": [,]\n  }\n}");
-        assert_eq!(
-            err,
-            Error::MalformedJson {
-                line: 3,
-                column: 16,
-                message: "expected value".to_owned()
-            }
-        );
-        assert_eq!(
-            err.to_string(),
-            "malformed JSON at line 3, column 16: expected value"
-        );
+        assert_eq!(err, Error::MalformedJson { line: 3, column: 16, message: "expected value".to_owned() });
+        assert_eq!(err.to_string(), "malformed JSON at line 3, column 16: expected value");
     }
 
     #[test]
     fn error_truncated_and_trailing_input() {
         assert_eq!(
             parse_err("{\"sections\": {}"),
-            Error::MalformedJson {
-                line: 1,
-                column: 15,
-                message: "EOF while parsing an object".to_owned()
-            }
+            Error::MalformedJson { line: 1, column: 15, message: "EOF while parsing an object".to_owned() }
         );
         assert_eq!(
             parse_err("{\"sections\": {}} x"),
-            Error::MalformedJson {
-                line: 1,
-                column: 18,
-                message: "trailing characters".to_owned()
-            }
+            Error::MalformedJson { line: 1, column: 18, message: "trailing characters".to_owned() }
         );
     }
 
@@ -920,10 +755,7 @@ mod tests {
     fn error_from_value_top_level() {
         assert_eq!(
             Playbook::from_value(json!(3)),
-            Err(Error::InvalidPlaybook {
-                path: "$".to_owned(),
-                message: "must be an object, got 3".to_owned()
-            })
+            Err(Error::InvalidPlaybook { path: "$".to_owned(), message: "must be an object, got 3".to_owned() })
         );
     }
 
@@ -948,41 +780,23 @@ mod tests {
         .unwrap();
         playbook
             .apply_merges(
-                &[
-                    (EntryRef::new("PATTERNS & APPROACHES", 0), 9, 4),
-                    (EntryRef::new("OTHERS", 2), 7, 1),
-                ],
-                &[
-                    EntryRef::new("OTHERS", 1),
-                    EntryRef::new("OTHERS", 4),
-                    EntryRef::new("OTHERS", 3),
-                ],
+                &[(EntryRef::new("PATTERNS & APPROACHES", 0), 9, 4), (EntryRef::new("OTHERS", 2), 7, 1)],
+                &[EntryRef::new("OTHERS", 1), EntryRef::new("OTHERS", 4), EntryRef::new("OTHERS", 3)],
             )
             .unwrap();
 
         assert_eq!(names(&playbook), ["p0", "o0", "o2"]);
         let value = playbook.to_value();
         // Present counters keep their position; absent ones are appended.
-        assert_eq!(
-            keys(&value["sections"]["PATTERNS & APPROACHES"][0]),
-            ["helpful", "name", "text", "harmful", "z"]
-        );
+        assert_eq!(keys(&value["sections"]["PATTERNS & APPROACHES"][0]), ["helpful", "name", "text", "harmful", "z"]);
         assert_eq!(
             value["sections"]["PATTERNS & APPROACHES"][0],
             json!({"helpful": 9, "name": "p0", "text": "t", "harmful": 4, "z": 1})
         );
-        assert_eq!(
-            keys(&value["sections"]["OTHERS"][1]),
-            ["name", "text", "note", "helpful", "harmful"]
-        );
+        assert_eq!(keys(&value["sections"]["OTHERS"][1]), ["name", "text", "note", "helpful", "harmful"]);
         assert_eq!(
             playbook.get(&EntryRef::new("OTHERS", 1)),
-            Some(Entry {
-                name: "o2".to_owned(),
-                text: "t".to_owned(),
-                helpful: 7,
-                harmful: 1
-            })
+            Some(Entry { name: "o2".to_owned(), text: "t".to_owned(), helpful: 7, harmful: 1 })
         );
         assert_eq!(keys(&value), ["version", "sections", "last_updated"]);
     }
@@ -997,21 +811,13 @@ mod tests {
         )
         .unwrap();
         playbook
-            .apply_merges(
-                &[(EntryRef::new("PATTERNS & APPROACHES", 0), 13, 2)],
-                &[EntryRef::new("OTHERS", 0)],
-            )
+            .apply_merges(&[(EntryRef::new("PATTERNS & APPROACHES", 0), 13, 2)], &[EntryRef::new("OTHERS", 0)])
             .unwrap();
         assert_eq!(
             playbook.entries(),
             [(
                 EntryRef::new("PATTERNS & APPROACHES", 0),
-                Entry {
-                    name: "pat-001".to_owned(),
-                    text: "always add type hints".to_owned(),
-                    helpful: 13,
-                    harmful: 2
-                }
+                Entry { name: "pat-001".to_owned(), text: "always add type hints".to_owned(), helpful: 13, harmful: 2 }
             )]
         );
         assert_eq!(playbook.section_len("OTHERS"), Some(0));
@@ -1031,12 +837,7 @@ mod tests {
     fn inv_dedup_005_apply_merges_keeps_top_level_untouched() {
         let mut playbook = fixture();
         let before = playbook.to_value();
-        playbook
-            .apply_merges(
-                &[(EntryRef::new("NOTES", 0), 1, 1)],
-                &[EntryRef::new("NOTES", 1)],
-            )
-            .unwrap();
+        playbook.apply_merges(&[(EntryRef::new("NOTES", 0), 1, 1)], &[EntryRef::new("NOTES", 1)]).unwrap();
         let after = playbook.to_value();
         assert_eq!(keys(&after), keys(&before));
         for key in ["schema", "version", "last_updated", "z_unknown"] {
@@ -1052,21 +853,10 @@ mod tests {
     }
 
     /// Asserts that `apply_merges` fails with `path: message` and leaves the fixture as is.
-    fn assert_merge_rejected(
-        updates: &[(EntryRef, u64, u64)],
-        removals: &[EntryRef],
-        path: &str,
-        message: &str,
-    ) {
+    fn assert_merge_rejected(updates: &[(EntryRef, u64, u64)], removals: &[EntryRef], path: &str, message: &str) {
         let mut playbook = fixture();
         let err = playbook.apply_merges(updates, removals).unwrap_err();
-        assert_eq!(
-            err,
-            Error::InvalidPlaybook {
-                path: path.to_owned(),
-                message: message.to_owned()
-            }
-        );
+        assert_eq!(err, Error::InvalidPlaybook { path: path.to_owned(), message: message.to_owned() });
         assert_eq!(playbook, fixture(), "document changed after {err}");
         assert_eq!(playbook.to_json_pretty(), FIXTURE);
     }
@@ -1096,10 +886,7 @@ mod tests {
             "no such section",
         );
         assert_merge_rejected(
-            &[
-                update.clone(),
-                (EntryRef::new("MISTAKES TO AVOID", 0), 1, 1),
-            ],
+            &[update.clone(), (EntryRef::new("MISTAKES TO AVOID", 0), 1, 1)],
             std::slice::from_ref(&removal),
             "sections.MISTAKES TO AVOID[0]",
             "index out of range: the section has 0 entries",

@@ -39,9 +39,12 @@ impl Threshold {
             return value;
         }
         if let Some(raw) = env_value {
-            match raw.trim().parse::<f64>().map_err(|e| e.to_string()).and_then(|v| {
-                Self::new(v).map_err(|e| e.to_string())
-            }) {
+            match raw
+                .trim()
+                .parse::<f64>()
+                .map_err(|e| e.to_string())
+                .and_then(|v| Self::new(v).map_err(|e| e.to_string()))
+            {
                 Ok(value) => return value,
                 Err(reason) => tracing::warn!(
                     variable = THRESHOLD_ENV_VAR,

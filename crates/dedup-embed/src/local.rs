@@ -5,9 +5,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use async_trait::async_trait;
-use fastembed::{
-    InitOptionsUserDefined, Pooling, TextEmbedding, TokenizerFiles, UserDefinedEmbeddingModel,
-};
+use fastembed::{InitOptionsUserDefined, Pooling, TextEmbedding, TokenizerFiles, UserDefinedEmbeddingModel};
 
 use crate::{Embedder, Embedding, Error, ModelDir, Result};
 
@@ -16,11 +14,20 @@ pub const LOCAL_MODEL_ID: &str = "all-MiniLM-L6-v2-int8";
 const LOCAL_DIMS: usize = 384;
 
 /// Tuning for [`LocalEmbedder`].
+///
+/// Inputs that fit in one batch (the check-before-store path: one new memory) run on a
+/// *latency* session whose intra-op threads spread one inference over all cores. Larger
+/// inputs are split into batches that `sessions` single-threaded *worker* sessions run in
+/// parallel: for a model this small, one single-threaded session per core has higher
+/// throughput than one session spread over all cores. Each session loads on first use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LocalOptions {
-    /// Texts per inference call (default 64).
+    /// Texts per inference call (default 8: short memories gain little from larger
+    /// batches, and small batches pad less).
     pub batch_size: usize,
-    /// ONNX Runtime intra-op threads (default: all available cores).
+    /// Worker sessions for large inputs (default: available cores, at most 8).
+    pub sessions: Option<usize>,
+    /// Intra-op threads of the latency session (default: available cores, at most 8).
     pub threads: Option<usize>,
     /// Token limit per text; longer texts are truncated (default 256, the length the
     /// model was trained with).
@@ -29,19 +36,23 @@ pub struct LocalOptions {
 
 impl Default for LocalOptions {
     fn default() -> Self {
-        Self { batch_size: 64, threads: None, max_length: 256 }
+        Self { batch_size: 8, sessions: None, threads: None, max_length: 256 }
     }
 }
 
-type LoadedModel = std::result::Result<Mutex<TextEmbedding>, Error>;
+/// One inference session, loaded on first use; a failed load is remembered.
+type Session = OnceLock<std::result::Result<Mutex<TextEmbedding>, Error>>;
 
-/// One lazily loaded model per model directory, shared by every [`LocalEmbedder`] in the
-/// process, so the model is loaded at most once (FM-ACE-006).
-fn shared_cell(dir: &ModelDir) -> Arc<OnceLock<LoadedModel>> {
-    static CELLS: OnceLock<Mutex<HashMap<PathBuf, Arc<OnceLock<LoadedModel>>>>> = OnceLock::new();
-    let cells = CELLS.get_or_init(Default::default);
-    let mut cells = cells.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    cells.entry(dir.path().to_path_buf()).or_default().clone()
+/// The sessions of one model directory, shared by every [`LocalEmbedder`] in the process,
+/// so each is loaded at most once (FM-ACE-006): index 0 is the latency session, the rest
+/// are workers. The first embedder created for a directory fixes their number and threads.
+fn shared_sessions(dir: &ModelDir, options: &LocalOptions) -> Arc<[Session]> {
+    static REGISTRY: OnceLock<Mutex<HashMap<PathBuf, Arc<[Session]>>>> = OnceLock::new();
+    let registry = REGISTRY.get_or_init(Default::default);
+    let mut registry = registry.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let count = options.sessions.unwrap_or(cores).clamp(1, 8);
+    registry.entry(dir.path().to_path_buf()).or_insert_with(|| (0..=count).map(|_| Session::new()).collect()).clone()
 }
 
 /// Embeds texts with all-MiniLM-L6-v2 (384 dims, mean pooling, L2 normalised) from the
@@ -55,7 +66,7 @@ fn shared_cell(dir: &ModelDir) -> Arc<OnceLock<LoadedModel>> {
 pub struct LocalEmbedder {
     dir: ModelDir,
     options: LocalOptions,
-    model: Arc<OnceLock<LoadedModel>>,
+    sessions: Arc<[Session]>,
 }
 
 impl std::fmt::Debug for LocalEmbedder {
@@ -63,7 +74,7 @@ impl std::fmt::Debug for LocalEmbedder {
         f.debug_struct("LocalEmbedder")
             .field("dir", &self.dir)
             .field("options", &self.options)
-            .field("loaded", &self.model.get().is_some_and(|m| m.is_ok()))
+            .field("sessions_loaded", &self.sessions_loaded())
             .finish()
     }
 }
@@ -76,8 +87,8 @@ impl LocalEmbedder {
 
     /// An embedder for the model in `dir`.
     pub fn with_options(dir: ModelDir, options: LocalOptions) -> Self {
-        let model = shared_cell(&dir);
-        Self { dir, options, model }
+        let sessions = shared_sessions(&dir, &options);
+        Self { dir, options, sessions }
     }
 
     /// The model directory in use.
@@ -85,16 +96,39 @@ impl LocalEmbedder {
         &self.dir
     }
 
-    /// Loads the model now (on the calling thread) instead of on first use.
+    /// Loads the latency session now (on the calling thread) instead of on first use.
     pub fn load_blocking(&self) -> Result<()> {
-        self.loaded().map(|_| ())
+        self.session(0).map(|_| ())
     }
 
-    fn loaded(&self) -> Result<&Mutex<TextEmbedding>> {
-        match self.model.get_or_init(|| load(&self.dir, &self.options).map(Mutex::new)) {
-            Ok(model) => Ok(model),
+    /// How many inference sessions of this model directory are loaded in the process.
+    pub fn sessions_loaded(&self) -> usize {
+        self.sessions.iter().filter(|s| s.get().is_some_and(Result::is_ok)).count()
+    }
+
+    /// Session `i` (0 = latency, others = workers), loading it if needed.
+    fn session(&self, i: usize) -> Result<&Mutex<TextEmbedding>> {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let threads = if i == 0 { self.options.threads.unwrap_or(cores).clamp(1, 8) } else { 1 };
+        match self.sessions[i].get_or_init(|| load(&self.dir, &self.options, threads).map(Mutex::new)) {
+            Ok(session) => Ok(session),
             Err(e) => Err(clone_error(e)),
         }
+    }
+
+    /// The latency session, or a loaded worker when the latency session is busy.
+    fn single_batch_session(&self) -> Result<&Mutex<TextEmbedding>> {
+        let latency = self.session(0)?;
+        if latency.try_lock().is_ok() {
+            return Ok(latency);
+        }
+        let loaded_workers = self.sessions[1..].iter().filter_map(|s| s.get()?.as_ref().ok());
+        for worker in loaded_workers {
+            if worker.try_lock().is_ok() {
+                return Ok(worker);
+            }
+        }
+        Ok(latency)
     }
 
     /// Embeds on the calling thread. Prefer [`Embedder::embed`] from async code.
@@ -102,16 +136,43 @@ impl LocalEmbedder {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
-        let model = self.loaded()?;
         // Shortest first: batches then hold texts of similar length and pad less.
         let mut order: Vec<usize> = (0..texts.len()).collect();
         order.sort_by_key(|&i| texts[i].len());
         let sorted: Vec<&str> = order.iter().map(|&i| texts[i].as_str()).collect();
-        let vectors = {
-            let mut model = model.lock().map_err(|_| Error::Inference("model lock poisoned".into()))?;
-            model
-                .embed(&sorted, Some(self.options.batch_size.max(1)))
-                .map_err(|e| Error::Inference(e.to_string()))?
+        let batch_size = self.options.batch_size.max(1);
+        let batches: Vec<&[&str]> = sorted.chunks(batch_size).collect();
+        let workers = (self.sessions.len() - 1).min(batches.len());
+        let vectors = if batches.len() <= 1 || workers <= 1 {
+            run_batches(self.single_batch_session()?, &batches, batch_size)?
+        } else {
+            // Batch k goes to session k mod n; each session (loaded by its own thread if
+            // needed) works through its share.
+            let per_session: Vec<Vec<Vec<f32>>> = std::thread::scope(|scope| {
+                let handles: Vec<_> = (0..workers)
+                    .map(|w| {
+                        let mine: Vec<&[&str]> = batches.iter().skip(w).step_by(workers).copied().collect();
+                        scope.spawn(move || run_batches(self.session(w + 1)?, &mine, batch_size))
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().map_err(|_| Error::Inference("inference thread panicked".into()))?)
+                    .collect::<Result<_>>()
+            })?;
+            // Re-interleave: batch k's vectors come next from session k mod n.
+            let mut cursors = vec![0usize; workers];
+            let mut out = Vec::with_capacity(sorted.len());
+            for (k, batch) in batches.iter().enumerate() {
+                let w = k % workers;
+                let range = cursors[w]..cursors[w] + batch.len();
+                let got = per_session[w]
+                    .get(range)
+                    .ok_or_else(|| Error::Inference("a session returned fewer vectors than texts".into()))?;
+                out.extend(got.iter().cloned());
+                cursors[w] += batch.len();
+            }
+            out
         };
         if vectors.len() != texts.len() {
             return Err(Error::Inference(format!("{} vectors for {} texts", vectors.len(), texts.len())));
@@ -124,6 +185,16 @@ impl LocalEmbedder {
     }
 }
 
+/// Runs `batches` in order on one session.
+fn run_batches(session: &Mutex<TextEmbedding>, batches: &[&[&str]], batch_size: usize) -> Result<Vec<Vec<f32>>> {
+    let mut model = session.lock().map_err(|_| Error::Inference("model lock poisoned".into()))?;
+    let mut out = Vec::with_capacity(batches.iter().map(|b| b.len()).sum());
+    for batch in batches {
+        out.extend(model.embed(batch, Some(batch_size)).map_err(|e| Error::Inference(e.to_string()))?);
+    }
+    Ok(out)
+}
+
 fn clone_error(e: &Error) -> Error {
     match e {
         Error::ModelMissing { dir, missing } => Error::ModelMissing { dir: dir.clone(), missing: missing.clone() },
@@ -133,7 +204,7 @@ fn clone_error(e: &Error) -> Error {
 }
 
 /// Loads the ONNX Runtime library and the model from `dir`.
-fn load(dir: &ModelDir, options: &LocalOptions) -> Result<TextEmbedding> {
+fn load(dir: &ModelDir, options: &LocalOptions, threads: usize) -> Result<TextEmbedding> {
     dir.check()?;
     let corrupt = |reason: String| Error::ModelCorrupt { dir: dir.path().to_path_buf(), reason };
     let runtime = dir.runtime_library();
@@ -148,10 +219,7 @@ fn load(dir: &ModelDir, options: &LocalOptions) -> Result<TextEmbedding> {
     // Mean pooling must be explicit: a user-defined model otherwise falls back to CLS
     // pooling, which scores unrelated pairs far too high.
     let model = UserDefinedEmbeddingModel::new(read("model.onnx")?, tokenizer).with_pooling(Pooling::Mean);
-    let mut init = InitOptionsUserDefined::new().with_max_length(options.max_length);
-    if let Some(threads) = options.threads {
-        init = init.with_intra_threads(threads.max(1));
-    }
+    let init = InitOptionsUserDefined::new().with_max_length(options.max_length).with_intra_threads(threads);
     let started = std::time::Instant::now();
     let model = TextEmbedding::try_new_from_user_defined(model, init).map_err(|e| corrupt(e.to_string()))?;
     tracing::debug!(elapsed_ms = started.elapsed().as_millis() as u64, dir = %dir.path().display(), "loaded local embedding model");

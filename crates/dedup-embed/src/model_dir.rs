@@ -115,9 +115,7 @@ impl ModelDir {
         if let Some(home) = non_empty(HOME_ENV_VAR) {
             return Ok(Self::new(home.join("models").join(MODEL_DIR_NAME)));
         }
-        cache_dir
-            .map(|c| Self::new(c.join("memdedup").join("models").join(MODEL_DIR_NAME)))
-            .ok_or(Error::NoCacheDir)
+        cache_dir.map(|c| Self::new(c.join("memdedup").join("models").join(MODEL_DIR_NAME))).ok_or(Error::NoCacheDir)
     }
 
     /// The directory.
@@ -204,7 +202,8 @@ mod tests {
         let cache = Some(PathBuf::from("/c"));
         let explicit = ModelDir::locate_with(Some(Path::new("/x")), env(&[(MODEL_DIR_ENV_VAR, "/m")]), cache.clone());
         assert_eq!(explicit.unwrap().path(), Path::new("/x"));
-        let from_env = ModelDir::locate_with(None, env(&[(MODEL_DIR_ENV_VAR, "/m"), (HOME_ENV_VAR, "/h")]), cache.clone());
+        let from_env =
+            ModelDir::locate_with(None, env(&[(MODEL_DIR_ENV_VAR, "/m"), (HOME_ENV_VAR, "/h")]), cache.clone());
         assert_eq!(from_env.unwrap().path(), Path::new("/m"));
         let from_home = ModelDir::locate_with(None, env(&[(HOME_ENV_VAR, "/h")]), cache.clone());
         assert_eq!(from_home.unwrap().path(), Path::new("/h/models/all-minilm-l6-v2-int8"));

@@ -137,36 +137,22 @@ impl OpenAiEmbedder {
             return Err(Error::Config("the embeddings model name is empty".into()));
         }
         if config.batch_size == 0 {
-            return Err(Error::Config(
-                "the embeddings batch size must be at least 1".into(),
-            ));
+            return Err(Error::Config("the embeddings batch size must be at least 1".into()));
         }
         if config.dimensions == Some(0) {
-            return Err(Error::Config(
-                "the embedding dimensions must be at least 1".into(),
-            ));
+            return Err(Error::Config("the embedding dimensions must be at least 1".into()));
         }
         if config.timeout.is_zero() {
-            return Err(Error::Config(
-                "the embeddings request timeout must be positive".into(),
-            ));
+            return Err(Error::Config("the embeddings request timeout must be positive".into()));
         }
         let endpoint = embeddings_endpoint(&config.base_url)?;
         let endpoint_display = redact_url_password(endpoint.as_str());
         let client = reqwest::Client::builder()
             .timeout(config.timeout)
             .build()
-            .map_err(|e| {
-                Error::Config(format!("cannot build the HTTP client: {}", error_chain(&e)))
-            })?;
+            .map_err(|e| Error::Config(format!("cannot build the HTTP client: {}", error_chain(&e))))?;
         let dims = config.dimensions.map_or_else(OnceLock::new, OnceLock::from);
-        Ok(Self {
-            config,
-            client,
-            endpoint,
-            endpoint_display,
-            dims,
-        })
+        Ok(Self { config, client, endpoint, endpoint_display, dims })
     }
 
     /// Like [`OpenAiEmbedder::new`], then embeds one short probe text to check that the
@@ -199,10 +185,7 @@ impl OpenAiEmbedder {
             .map_err(|e| Error::Malformed(format!("cannot parse the response body: {e}")))?;
         let vectors = order_by_index(response.data, texts.len())?;
         self.check_dims(&vectors)?;
-        vectors
-            .into_iter()
-            .map(|values| Ok(Embedding::new(values)?))
-            .collect()
+        vectors.into_iter().map(|values| Ok(Embedding::new(values)?)).collect()
     }
 
     /// Checks that all `vectors` have the expected dimensions, learning them from this
@@ -224,9 +207,7 @@ impl OpenAiEmbedder {
             None => *self.dims.get_or_init(|| first),
         };
         if first != expected {
-            return Err(Error::Malformed(format!(
-                "the embeddings have {first} dimensions, expected {expected}"
-            )));
+            return Err(Error::Malformed(format!("the embeddings have {first} dimensions, expected {expected}")));
         }
         Ok(())
     }
@@ -244,10 +225,7 @@ impl OpenAiEmbedder {
                 Err(Attempt::Retryable(failure)) => failure,
             };
             if attempt >= max_attempts {
-                return Err(Error::Unavailable {
-                    attempts: attempt,
-                    last_error: failure.description,
-                });
+                return Err(Error::Unavailable { attempts: attempt, last_error: failure.description });
             }
             let delay = match failure.retry_after {
                 Some(requested) => requested.min(self.config.max_backoff),
@@ -273,35 +251,21 @@ impl OpenAiEmbedder {
         if let Some(key) = &self.config.api_key {
             builder = builder.bearer_auth(key);
         }
-        let response = builder
-            .send()
-            .await
-            .map_err(|e| self.transport_failure(e))?;
+        let response = builder.send().await.map_err(|e| self.transport_failure(e))?;
         let status = response.status();
         let retry_after = match status {
-            StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE => {
-                parse_retry_after(response.headers())
-            }
+            StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE => parse_retry_after(response.headers()),
             _ => None,
         };
-        let body = response
-            .bytes()
-            .await
-            .map_err(|e| self.transport_failure(e))?;
+        let body = response.bytes().await.map_err(|e| self.transport_failure(e))?;
         if status.is_success() {
             return Ok(body.to_vec());
         }
         let message = error_message(&body, status);
         if status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error() {
-            Err(Attempt::Retryable(RetryableFailure {
-                description: format!("HTTP {status}: {message}"),
-                retry_after,
-            }))
+            Err(Attempt::Retryable(RetryableFailure { description: format!("HTTP {status}: {message}"), retry_after }))
         } else if status.is_client_error() {
-            Err(Attempt::Fatal(Error::Rejected {
-                status: status.as_u16(),
-                message,
-            }))
+            Err(Attempt::Fatal(Error::Rejected { status: status.as_u16(), message }))
         } else {
             Err(Attempt::Fatal(Error::Malformed(format!(
                 "unexpected HTTP status {status} from {}: {message}",
@@ -319,10 +283,7 @@ impl OpenAiEmbedder {
         if is_fatal {
             Attempt::Fatal(Error::Config(description))
         } else {
-            Attempt::Retryable(RetryableFailure {
-                description,
-                retry_after: None,
-            })
+            Attempt::Retryable(RetryableFailure { description, retry_after: None })
         }
     }
 
@@ -330,11 +291,7 @@ impl OpenAiEmbedder {
     /// `[0, min(max_backoff, initial_backoff * 2^(attempt - 1))]`.
     fn jittered_backoff(&self, attempt: u32) -> Duration {
         let factor = 2u32.saturating_pow(attempt.saturating_sub(1));
-        let cap = self
-            .config
-            .initial_backoff
-            .saturating_mul(factor)
-            .min(self.config.max_backoff);
+        let cap = self.config.initial_backoff.saturating_mul(factor).min(self.config.max_backoff);
         cap.mul_f64(rand::random::<f64>())
     }
 }
@@ -427,8 +384,7 @@ struct RetryableFailure {
 fn embeddings_endpoint(base_url: &str) -> Result<Url> {
     let trimmed = base_url.trim().trim_end_matches('/');
     let shown = redact_url_password(trimmed);
-    let base = Url::parse(trimmed)
-        .map_err(|e| Error::Config(format!("invalid embeddings base URL `{shown}`: {e}")))?;
+    let base = Url::parse(trimmed).map_err(|e| Error::Config(format!("invalid embeddings base URL `{shown}`: {e}")))?;
     if !matches!(base.scheme(), "http" | "https") {
         return Err(Error::Config(format!(
             "invalid embeddings base URL `{shown}`: scheme must be http or https, not `{}`",
@@ -436,14 +392,10 @@ fn embeddings_endpoint(base_url: &str) -> Result<Url> {
         )));
     }
     if base.host_str().is_none_or(str::is_empty) {
-        return Err(Error::Config(format!(
-            "invalid embeddings base URL `{shown}`: no host"
-        )));
+        return Err(Error::Config(format!("invalid embeddings base URL `{shown}`: no host")));
     }
     if base.query().is_some() || base.fragment().is_some() {
-        return Err(Error::Config(format!(
-            "invalid embeddings base URL `{shown}`: must not have a query or fragment"
-        )));
+        return Err(Error::Config(format!("invalid embeddings base URL `{shown}`: must not have a query or fragment")));
     }
     Url::parse(&format!("{trimmed}/embeddings"))
         .map_err(|e| Error::Config(format!("invalid embeddings base URL `{shown}`: {e}")))
@@ -453,33 +405,22 @@ fn embeddings_endpoint(base_url: &str) -> Result<Url> {
 /// appears exactly once.
 fn order_by_index(items: Vec<EmbeddingItem>, count: usize) -> Result<Vec<Vec<f32>>> {
     if items.len() != count {
-        return Err(Error::Malformed(format!(
-            "expected {count} embeddings, got {}",
-            items.len()
-        )));
+        return Err(Error::Malformed(format!("expected {count} embeddings, got {}", items.len())));
     }
     let mut slots: Vec<Option<Vec<f32>>> = vec![None; count];
     for item in items {
         let slot = slots.get_mut(item.index).ok_or_else(|| {
-            Error::Malformed(format!(
-                "embedding index {} is out of range for {count} inputs",
-                item.index
-            ))
+            Error::Malformed(format!("embedding index {} is out of range for {count} inputs", item.index))
         })?;
         if slot.replace(item.embedding).is_some() {
-            return Err(Error::Malformed(format!(
-                "embedding index {} appears twice",
-                item.index
-            )));
+            return Err(Error::Malformed(format!("embedding index {} appears twice", item.index)));
         }
     }
     // With `count` items, all indices in range and none repeated, every slot is filled.
     slots
         .into_iter()
         .enumerate()
-        .map(|(index, slot)| {
-            slot.ok_or_else(|| Error::Malformed(format!("embedding index {index} is missing")))
-        })
+        .map(|(index, slot)| slot.ok_or_else(|| Error::Malformed(format!("embedding index {index} is missing"))))
         .collect()
 }
 
@@ -501,14 +442,7 @@ fn error_message(body: &[u8], status: StatusCode) -> String {
     }
     let text = String::from_utf8_lossy(body);
     let text = text.trim();
-    if text.is_empty() {
-        status
-            .canonical_reason()
-            .unwrap_or("empty response body")
-            .to_owned()
-    } else {
-        truncate(text)
-    }
+    if text.is_empty() { status.canonical_reason().unwrap_or("empty response body").to_owned() } else { truncate(text) }
 }
 
 /// `text` cut to at most [`MAX_ERROR_TEXT`] bytes on a character boundary, with `…` when

@@ -46,8 +46,14 @@ pub(crate) fn without_bom(text: &str) -> &str {
 pub(crate) fn parse_collection(text: &str, name: &str) -> Result<Vec<CollectionItem>> {
     let text = without_bom(text);
     if text.trim_start().starts_with('[') {
-        let value: Value = serde_json::from_str(text)
-            .map_err(|e| anyhow::anyhow!("{name}: malformed JSON at line {}, column {}: {}", e.line(), e.column(), strip_position(&e)))?;
+        let value: Value = serde_json::from_str(text).map_err(|e| {
+            anyhow::anyhow!(
+                "{name}: malformed JSON at line {}, column {}: {}",
+                e.line(),
+                e.column(),
+                strip_position(&e)
+            )
+        })?;
         let Value::Array(values) = value else { bail!("{name}: expected a JSON array") };
         values.into_iter().enumerate().map(|(i, v)| item_from_value(v, &format!("{name}: item [{i}]"))).collect()
     } else {
@@ -57,7 +63,12 @@ pub(crate) fn parse_collection(text: &str, name: &str) -> Result<Vec<CollectionI
                 continue;
             }
             let value: Value = serde_json::from_str(line).map_err(|e| {
-                anyhow::anyhow!("{name}: malformed JSON at line {}, column {}: {}", n + 1, e.column(), strip_position(&e))
+                anyhow::anyhow!(
+                    "{name}: malformed JSON at line {}, column {}: {}",
+                    n + 1,
+                    e.column(),
+                    strip_position(&e)
+                )
             })?;
             items.push(item_from_value(value, &format!("{name}: line {}", n + 1))?);
         }
@@ -113,7 +124,8 @@ mod tests {
 
     #[test]
     fn jsonl_and_array_forms_agree() {
-        let jsonl = "{\"id\": 1, \"text\": \"a\"}\n\n{\"id\": \"x\", \"text\": \"b\", \"namespace\": \"n\", \"extra\": true}\n";
+        let jsonl =
+            "{\"id\": 1, \"text\": \"a\"}\n\n{\"id\": \"x\", \"text\": \"b\", \"namespace\": \"n\", \"extra\": true}\n";
         let array = "[{\"id\": 1, \"text\": \"a\"}, {\"id\": \"x\", \"text\": \"b\", \"namespace\": \"n\"}]";
         let a = parse_collection(jsonl, "f").unwrap();
         assert_eq!(a, parse_collection(array, "f").unwrap());
@@ -125,10 +137,22 @@ mod tests {
     fn errors_name_the_place() {
         let err = |t: &str| parse_collection(t, "f.jsonl").unwrap_err().to_string();
         assert_eq!(err("{\"id\": 1}\n"), "f.jsonl: line 1: missing field `text`");
-        assert_eq!(err("{\"id\": 1, \"text\": \"a\"}\n{\"id\": 2, \"text\": 5}"), "f.jsonl: line 2: field `text` must be a string, got a number");
-        assert_eq!(err("{\"text\": \"a\", \"id\": [1]}"), "f.jsonl: line 1: field `id` must be a string or a number, got an array");
-        assert!(err("{\"id\": 1, \"text\": \"a\"}\n{\"id\": 2,, }").starts_with("f.jsonl: malformed JSON at line 2, column 10"));
-        assert_eq!(err("[{\"id\": 1, \"text\": \"a\"}, 3]"), "f.jsonl: item [1]: expected a JSON object with `id` and `text`, got a number");
+        assert_eq!(
+            err("{\"id\": 1, \"text\": \"a\"}\n{\"id\": 2, \"text\": 5}"),
+            "f.jsonl: line 2: field `text` must be a string, got a number"
+        );
+        assert_eq!(
+            err("{\"text\": \"a\", \"id\": [1]}"),
+            "f.jsonl: line 1: field `id` must be a string or a number, got an array"
+        );
+        assert!(
+            err("{\"id\": 1, \"text\": \"a\"}\n{\"id\": 2,, }")
+                .starts_with("f.jsonl: malformed JSON at line 2, column 10")
+        );
+        assert_eq!(
+            err("[{\"id\": 1, \"text\": \"a\"}, 3]"),
+            "f.jsonl: item [1]: expected a JSON object with `id` and `text`, got a number"
+        );
         assert!(err("[{\"id\": 1,\n \"text\": }]").starts_with("f.jsonl: malformed JSON at line 2, column 10"));
     }
 }

@@ -93,7 +93,13 @@ pub(crate) async fn run(global: &GlobalArgs, args: &PlaybookDedupArgs) -> Result
     Ok(())
 }
 
-fn report_json(input: &str, output: Option<&str>, dry_run: bool, r: &DedupReport, skipped: Option<&str>) -> serde_json::Value {
+fn report_json(
+    input: &str,
+    output: Option<&str>,
+    dry_run: bool,
+    r: &DedupReport,
+    skipped: Option<&str>,
+) -> serde_json::Value {
     let merged: Vec<_> = r
         .plan
         .groups

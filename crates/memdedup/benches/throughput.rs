@@ -23,7 +23,9 @@ fn main() {
 fn cpu_model() -> String {
     std::fs::read_to_string("/proc/cpuinfo")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned()))
+        .and_then(|s| {
+            s.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned())
+        })
         .unwrap_or_else(|| "unknown CPU".into())
 }
 
@@ -31,7 +33,9 @@ fn cpu_model() -> String {
 fn peak_rss_mib() -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok()))
+        .and_then(|s| {
+            s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
+        })
         .map_or(f64::NAN, |kib| kib / 1024.0)
 }
 
@@ -119,13 +123,83 @@ fn bench_grouping() {
 }
 
 const WORDS: &[&str] = &[
-    "always", "never", "run", "the", "database", "migrations", "before", "starting", "API", "server", "user",
-    "prefers", "tabs", "over", "spaces", "for", "indentation", "trade", "during", "weekends", "when", "volume",
-    "is", "low", "use", "type", "hints", "on", "function", "parameters", "avoid", "any", "in", "TypeScript",
-    "deploy", "frontend", "after", "tests", "pass", "cache", "invalidate", "CDN", "retry", "requests", "with",
-    "exponential", "backoff", "check", "logs", "first", "order", "events", "are", "published", "to", "Kafka",
-    "keep", "secrets", "out", "of", "git", "rotate", "keys", "monthly", "prefer", "composition", "inheritance",
-    "document", "every", "public", "module", "and", "its", "invariants", "measure", "latency", "p99",
+    "always",
+    "never",
+    "run",
+    "the",
+    "database",
+    "migrations",
+    "before",
+    "starting",
+    "API",
+    "server",
+    "user",
+    "prefers",
+    "tabs",
+    "over",
+    "spaces",
+    "for",
+    "indentation",
+    "trade",
+    "during",
+    "weekends",
+    "when",
+    "volume",
+    "is",
+    "low",
+    "use",
+    "type",
+    "hints",
+    "on",
+    "function",
+    "parameters",
+    "avoid",
+    "any",
+    "in",
+    "TypeScript",
+    "deploy",
+    "frontend",
+    "after",
+    "tests",
+    "pass",
+    "cache",
+    "invalidate",
+    "CDN",
+    "retry",
+    "requests",
+    "with",
+    "exponential",
+    "backoff",
+    "check",
+    "logs",
+    "first",
+    "order",
+    "events",
+    "are",
+    "published",
+    "to",
+    "Kafka",
+    "keep",
+    "secrets",
+    "out",
+    "of",
+    "git",
+    "rotate",
+    "keys",
+    "monthly",
+    "prefer",
+    "composition",
+    "inheritance",
+    "document",
+    "every",
+    "public",
+    "module",
+    "and",
+    "its",
+    "invariants",
+    "measure",
+    "latency",
+    "p99",
 ];
 
 fn sentences(n: usize, seed: u64) -> Vec<String> {
@@ -151,19 +225,29 @@ fn bench_embedding() {
     };
     let texts = sentences(2000, 11);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
-    let embedder = LocalEmbedder::with_options(dir.clone(), LocalOptions::default());
+    let env_usize = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<usize>().ok());
+    let tuned = LocalOptions {
+        sessions: env_usize("MEMDEDUP_BENCH_SESSIONS"),
+        threads: env_usize("MEMDEDUP_BENCH_THREADS"),
+        ..LocalOptions::default()
+    };
+    println!("embedding: sessions {:?}, threads per session {:?} (None = default)", tuned.sessions, tuned.threads);
+    let embedder = LocalEmbedder::with_options(dir.clone(), tuned);
     let started = Instant::now();
     embedder.load_blocking().expect("model loads");
     println!("embedding: model load {:.0} ms", started.elapsed().as_secs_f64() * 1e3);
     // Warm up.
     runtime.block_on(embedder.embed(&texts[..64])).expect("embed");
-    for batch_size in [16, 32, 64, 128, 256] {
-        let e = LocalEmbedder::with_options(dir.clone(), LocalOptions { batch_size, ..LocalOptions::default() });
+    for batch_size in [4, 8, 16, 32] {
+        let e = LocalEmbedder::with_options(dir.clone(), LocalOptions { batch_size, ..tuned });
         let started = Instant::now();
         let out = runtime.block_on(e.embed(&texts)).expect("embed");
         let secs = started.elapsed().as_secs_f64();
         assert_eq!(out.len(), texts.len());
-        println!("  2000 sentences of 8-20 words, batch {batch_size:>3}, sorted by length: {:.0} sentences/s", 2000.0 / secs);
+        println!(
+            "  2000 sentences of 8-20 words, batch {batch_size:>3}, sorted by length: {:.0} sentences/s",
+            2000.0 / secs
+        );
     }
     let mut latencies = Vec::new();
     for text in texts.iter().take(300) {

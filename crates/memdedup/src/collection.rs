@@ -85,11 +85,7 @@ pub async fn scan_collection(
         for g in group_off_executor(part, options.threshold).await? {
             groups.push(ScanGroup {
                 members: g.members.iter().map(|&m| indices[m]).collect(),
-                edges: g
-                    .edges
-                    .iter()
-                    .map(|e| Edge { a: indices[e.a], b: indices[e.b], score: e.score })
-                    .collect(),
+                edges: g.edges.iter().map(|e| Edge { a: indices[e.a], b: indices[e.b], score: e.score }).collect(),
                 weakest_link: g.weakest_link,
             });
         }

@@ -17,14 +17,12 @@ mod playbook;
 
 #[doc(inline)]
 pub use dedup_core::{
-    Absorbed, CANONICAL_SECTIONS, DEFAULT_THRESHOLD, Edge, Embedding, Entry, EntryRef, Group, GroupOptions,
-    MergePlan, MergedGroup, Playbook, THRESHOLD_ENV_VAR, Threshold, group_by_similarity,
-    group_by_similarity_with,
+    Absorbed, CANONICAL_SECTIONS, DEFAULT_THRESHOLD, Edge, Embedding, Entry, EntryRef, Group, GroupOptions, MergePlan,
+    MergedGroup, Playbook, THRESHOLD_ENV_VAR, Threshold, group_by_similarity, group_by_similarity_with,
 };
 #[doc(inline)]
 pub use dedup_embed::{
-    Embedder, LOCAL_MODEL_ID, LocalEmbedder, LocalOptions, MODEL_DIR_ENV_VAR, ModelDir, OpenAiConfig,
-    OpenAiEmbedder,
+    Embedder, LOCAL_MODEL_ID, LocalEmbedder, LocalOptions, MODEL_DIR_ENV_VAR, ModelDir, OpenAiConfig, OpenAiEmbedder,
 };
 
 pub use collection::{CollectionItem, DEFAULT_NAMESPACE, ScanGroup, ScanOptions, ScanReport, scan_collection};

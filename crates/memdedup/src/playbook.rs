@@ -82,10 +82,7 @@ pub async fn deduplicate_playbook(
 }
 
 /// Runs the all-pairs grouping on the blocking pool so it never stalls an async worker.
-pub(crate) async fn group_off_executor(
-    embeddings: Vec<crate::Embedding>,
-    threshold: Threshold,
-) -> Result<Vec<Group>> {
+pub(crate) async fn group_off_executor(embeddings: Vec<crate::Embedding>, threshold: Threshold) -> Result<Vec<Group>> {
     match tokio::runtime::Handle::try_current() {
         Ok(handle) => handle
             .spawn_blocking(move || crate::group_by_similarity(&embeddings, threshold))

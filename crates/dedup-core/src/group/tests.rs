@@ -74,11 +74,7 @@ fn t(v: f64) -> Threshold {
 
 #[test]
 fn transitive_chain_is_one_group_with_weakest_link() {
-    let e = vectors_with_cosines(&[
-        vec![1.0, 0.90, 0.80],
-        vec![0.90, 1.0, 0.88],
-        vec![0.80, 0.88, 1.0],
-    ]);
+    let e = vectors_with_cosines(&[vec![1.0, 0.90, 0.80], vec![0.90, 1.0, 0.88], vec![0.80, 0.88, 1.0]]);
     let groups = group_by_similarity(&e, t(0.85)).unwrap();
     assert_eq!(groups.len(), 1);
     assert_eq!(groups[0].members, vec![0, 1, 2]);

@@ -35,11 +35,7 @@ enum Reply {
     /// 200 with this JSON body.
     Json(Value),
     /// This status and body, with a `Retry-After` header when given.
-    Status {
-        status: u16,
-        retry_after: Option<&'static str>,
-        body: String,
-    },
+    Status { status: u16, retry_after: Option<&'static str>, body: String },
     /// Waits this long, then answers like [`Reply::Vectors`].
     Stall(Duration),
 }
@@ -50,11 +46,7 @@ impl Reply {
         let body = json!({
             "error": { "message": message, "type": "test_error", "param": null, "code": null }
         });
-        Reply::Status {
-            status,
-            retry_after,
-            body: body.to_string(),
-        }
+        Reply::Status { status, retry_after, body: body.to_string() }
     }
 }
 
@@ -88,10 +80,7 @@ struct FakeServer {
 impl FakeServer {
     /// Starts a fake that answers with `script` first, then with [`Reply::Vectors`].
     async fn start(script: Vec<Reply>) -> Result<Self> {
-        let state = Arc::new(FakeState {
-            script: Mutex::new(script.into()),
-            requests: Mutex::new(Vec::new()),
-        });
+        let state = Arc::new(FakeState { script: Mutex::new(script.into()), requests: Mutex::new(Vec::new()) });
         let app = Router::new()
             .route("/v1/embeddings", post(embeddings))
             .fallback(unknown_path)
@@ -102,11 +91,7 @@ impl FakeServer {
             // The server runs until the test drops it; errors would show as failed requests.
             let _ = axum::serve(listener, app).await;
         });
-        Ok(Self {
-            base_url: format!("http://{addr}/v1"),
-            state,
-            task,
-        })
+        Ok(Self { base_url: format!("http://{addr}/v1"), state, task })
     }
 
     /// A configuration for this fake with fast retries.
@@ -136,37 +121,22 @@ fn fast_retries(mut config: OpenAiConfig) -> OpenAiConfig {
     config
 }
 
-async fn embeddings(
-    State(state): State<Arc<FakeState>>,
-    headers: HeaderMap,
-    body: String,
-) -> Response {
+async fn embeddings(State(state): State<Arc<FakeState>>, headers: HeaderMap, body: String) -> Response {
     record(&state, "/v1/embeddings", &headers, &body);
     let request: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
     let inputs = inputs_of(&request);
     let asked_dims = request["dimensions"].as_u64().map(|d| d as usize);
     let dims = asked_dims.unwrap_or(NATIVE_DIMS);
-    let reply = state
-        .script
-        .lock()
-        .unwrap()
-        .pop_front()
-        .unwrap_or(Reply::Vectors);
+    let reply = state.script.lock().unwrap().pop_front().unwrap_or(Reply::Vectors);
     match reply {
         Reply::Vectors => axum::Json(list_body(&inputs, dims, false)).into_response(),
         Reply::VectorsReversed => axum::Json(list_body(&inputs, dims, true)).into_response(),
         Reply::VectorsWithDims(dims) => axum::Json(list_body(&inputs, dims, false)).into_response(),
         Reply::Json(value) => axum::Json(value).into_response(),
-        Reply::Status {
-            status,
-            retry_after,
-            body,
-        } => {
+        Reply::Status { status, retry_after, body } => {
             let mut response = (StatusCode::from_u16(status).unwrap(), body).into_response();
             if let Some(seconds) = retry_after {
-                response
-                    .headers_mut()
-                    .insert(header::RETRY_AFTER, HeaderValue::from_static(seconds));
+                response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static(seconds));
             }
             response
         }
@@ -189,10 +159,7 @@ async fn unknown_path(
 }
 
 fn record(state: &FakeState, path: &str, headers: &HeaderMap, body: &str) {
-    let authorization = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
+    let authorization = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).map(str::to_owned);
     state.requests.lock().unwrap().push(Recorded {
         path: path.to_owned(),
         body: serde_json::from_str(body).unwrap_or(Value::Null),
@@ -204,12 +171,7 @@ fn record(state: &FakeState, path: &str, headers: &HeaderMap, body: &str) {
 fn inputs_of(request: &Value) -> Vec<String> {
     request["input"]
         .as_array()
-        .map(|items| {
-            items
-                .iter()
-                .filter_map(|v| v.as_str().map(str::to_owned))
-                .collect()
-        })
+        .map(|items| items.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect())
         .unwrap_or_default()
 }
 
@@ -218,9 +180,7 @@ fn list_body(inputs: &[String], dims: usize, reversed: bool) -> Value {
     let mut data: Vec<Value> = inputs
         .iter()
         .enumerate()
-        .map(|(index, text)| {
-            json!({ "object": "embedding", "index": index, "embedding": fake_vector(text, dims) })
-        })
+        .map(|(index, text)| json!({ "object": "embedding", "index": index, "embedding": fake_vector(text, dims) }))
         .collect();
     if reversed {
         data.reverse();
@@ -241,10 +201,7 @@ fn fake_vector(text: &str, dims: usize) -> Vec<f32> {
             let mix = text
                 .bytes()
                 .enumerate()
-                .fold(j as u32 * 7 + 1, |acc, (i, b)| {
-                    acc.wrapping_mul(31)
-                        .wrapping_add(u32::from(b) * (i as u32 + 1))
-                });
+                .fold(j as u32 * 7 + 1, |acc, (i, b)| acc.wrapping_mul(31).wrapping_add(u32::from(b) * (i as u32 + 1)));
             1.0 + (mix % 17) as f32
         })
         .collect()
@@ -253,26 +210,14 @@ fn fake_vector(text: &str, dims: usize) -> Vec<f32> {
 /// What the embedder must return for `text`: the fake's vector divided by its L2 norm.
 fn expected_embedding(text: &str, dims: usize) -> Vec<f32> {
     let raw = fake_vector(text, dims);
-    let norm = raw
-        .iter()
-        .map(|&v| f64::from(v) * f64::from(v))
-        .sum::<f64>()
-        .sqrt();
+    let norm = raw.iter().map(|&v| f64::from(v) * f64::from(v)).sum::<f64>().sqrt();
     raw.iter().map(|&v| (f64::from(v) / norm) as f32).collect()
 }
 
 fn assert_close(actual: &[f32], expected: &[f32]) -> Result<()> {
-    ensure!(
-        actual.len() == expected.len(),
-        "dims {} != {}",
-        actual.len(),
-        expected.len()
-    );
+    ensure!(actual.len() == expected.len(), "dims {} != {}", actual.len(), expected.len());
     for (i, (a, e)) in actual.iter().zip(expected).enumerate() {
-        ensure!(
-            (a - e).abs() < 1e-6,
-            "component {i}: {a} != {e}\nactual {actual:?}\nexpected {expected:?}"
-        );
+        ensure!((a - e).abs() < 1e-6, "component {i}: {a} != {e}\nactual {actual:?}\nexpected {expected:?}");
     }
     Ok(())
 }
@@ -301,14 +246,7 @@ async fn happy_path_batches_texts_and_keeps_input_order() -> Result<()> {
 
     let requests = server.requests();
     let batches: Vec<Vec<String>> = requests.iter().map(Recorded::inputs).collect();
-    assert_eq!(
-        batches,
-        vec![
-            texts(&["alpha", "bravo"]),
-            texts(&["charlie", "delta"]),
-            texts(&["echo"])
-        ]
-    );
+    assert_eq!(batches, vec![texts(&["alpha", "bravo"]), texts(&["charlie", "delta"]), texts(&["echo"])]);
     for request in &requests {
         assert_eq!(request.path, "/v1/embeddings");
         assert_eq!(request.body["model"], MODEL);
@@ -318,12 +256,7 @@ async fn happy_path_batches_texts_and_keeps_input_order() -> Result<()> {
     for (text, embedding) in input.iter().zip(&embeddings) {
         assert_close(embedding.as_slice(), &expected_embedding(text, NATIVE_DIMS))
             .with_context(|| format!("embedding of {text:?}"))?;
-        let norm: f32 = embedding
-            .as_slice()
-            .iter()
-            .map(|v| v * v)
-            .sum::<f32>()
-            .sqrt();
+        let norm: f32 = embedding.as_slice().iter().map(|v| v * v).sum::<f32>().sqrt();
         assert!((norm - 1.0).abs() < 1e-5, "norm of {text:?} is {norm}");
     }
     // The fake's vectors differ between texts, so the order check above has teeth.
@@ -355,11 +288,7 @@ async fn dimensions_are_sent_only_when_configured() -> Result<()> {
     shortened.dimensions = Some(4);
     let shortened = OpenAiEmbedder::new(shortened)?;
     let native = OpenAiEmbedder::new(server.config())?;
-    assert_eq!(
-        shortened.dims(),
-        4,
-        "configured dims are known before any request"
-    );
+    assert_eq!(shortened.dims(), 4, "configured dims are known before any request");
 
     let short = shortened.embed(&texts(&["memory"])).await?;
     let full = native.embed(&texts(&["memory"])).await?;
@@ -367,19 +296,10 @@ async fn dimensions_are_sent_only_when_configured() -> Result<()> {
     let requests = server.requests();
     assert_eq!(requests.len(), 2);
     assert_eq!(requests[0].body["dimensions"], 4);
-    let native_body = requests[1]
-        .body
-        .as_object()
-        .context("request body is an object")?;
-    assert!(
-        !native_body.contains_key("dimensions"),
-        "unexpected dimensions in {native_body:?}"
-    );
+    let native_body = requests[1].body.as_object().context("request body is an object")?;
+    assert!(!native_body.contains_key("dimensions"), "unexpected dimensions in {native_body:?}");
     assert_close(short[0].as_slice(), &expected_embedding("memory", 4))?;
-    assert_close(
-        full[0].as_slice(),
-        &expected_embedding("memory", NATIVE_DIMS),
-    )?;
+    assert_close(full[0].as_slice(), &expected_embedding("memory", NATIVE_DIMS))?;
     Ok(())
 }
 
@@ -389,16 +309,11 @@ async fn bearer_auth_header_is_sent_only_with_a_key() -> Result<()> {
     let mut with_key = server.config();
     with_key.api_key = Some("sk-test-123".into());
     OpenAiEmbedder::new(with_key)?.embed(&texts(&["a"])).await?;
-    OpenAiEmbedder::new(server.config())?
-        .embed(&texts(&["b"]))
-        .await?;
+    OpenAiEmbedder::new(server.config())?.embed(&texts(&["b"])).await?;
 
     let requests = server.requests();
     assert_eq!(requests.len(), 2);
-    assert_eq!(
-        requests[0].authorization.as_deref(),
-        Some("Bearer sk-test-123")
-    );
+    assert_eq!(requests[0].authorization.as_deref(), Some("Bearer sk-test-123"));
     assert_eq!(requests[1].authorization, None);
     Ok(())
 }
@@ -409,9 +324,7 @@ async fn base_url_with_trailing_slash_reaches_the_same_endpoint() -> Result<()> 
     let mut config = server.config();
     config.base_url = format!("{}/", server.base_url);
 
-    let embeddings = OpenAiEmbedder::new(config)?
-        .embed(&texts(&["slash"]))
-        .await?;
+    let embeddings = OpenAiEmbedder::new(config)?.embed(&texts(&["slash"])).await?;
 
     assert_eq!(embeddings.len(), 1);
     let requests = server.requests();
@@ -441,10 +354,7 @@ async fn bad_request_is_rejected_with_the_server_message_without_retry() -> Resu
     let error = expect_err(embedder.embed(&texts(&["too long"])).await)?;
 
     match &error {
-        Error::Rejected {
-            status: 400,
-            message: got,
-        } => assert_eq!(got, message),
+        Error::Rejected { status: 400, message: got } => assert_eq!(got, message),
         other => bail!("expected Rejected(400), got {other:?}"),
     }
     assert!(!error.is_unavailable());
@@ -455,27 +365,15 @@ async fn bad_request_is_rejected_with_the_server_message_without_retry() -> Resu
 #[tokio::test]
 async fn unauthorized_with_plain_text_body_is_rejected_with_truncated_body() -> Result<()> {
     let body = "denied ".repeat(300);
-    let server = FakeServer::start(vec![Reply::Status {
-        status: 401,
-        retry_after: None,
-        body: body.clone(),
-    }])
-    .await?;
+    let server = FakeServer::start(vec![Reply::Status { status: 401, retry_after: None, body: body.clone() }]).await?;
     let embedder = OpenAiEmbedder::new(server.config())?;
 
     let error = expect_err(embedder.embed(&texts(&["x"])).await)?;
 
     match &error {
-        Error::Rejected {
-            status: 401,
-            message,
-        } => {
+        Error::Rejected { status: 401, message } => {
             assert!(message.starts_with("denied denied"), "message: {message}");
-            assert!(
-                message.len() < 520,
-                "message not truncated: {} bytes",
-                message.len()
-            );
+            assert!(message.len() < 520, "message not truncated: {} bytes", message.len());
         }
         other => bail!("expected Rejected(401), got {other:?}"),
     }
@@ -485,49 +383,30 @@ async fn unauthorized_with_plain_text_body_is_rejected_with_truncated_body() -> 
 
 #[tokio::test]
 async fn too_many_requests_waits_for_retry_after() -> Result<()> {
-    let server = FakeServer::start(vec![Reply::openai_error(
-        429,
-        Some("1"),
-        "Rate limit reached",
-    )])
-    .await?;
+    let server = FakeServer::start(vec![Reply::openai_error(429, Some("1"), "Rate limit reached")]).await?;
     let mut config = server.config();
     config.max_backoff = Duration::from_secs(5);
 
-    let embeddings = OpenAiEmbedder::new(config)?
-        .embed(&texts(&["throttled"]))
-        .await?;
+    let embeddings = OpenAiEmbedder::new(config)?.embed(&texts(&["throttled"])).await?;
 
-    assert_close(
-        embeddings[0].as_slice(),
-        &expected_embedding("throttled", NATIVE_DIMS),
-    )?;
+    assert_close(embeddings[0].as_slice(), &expected_embedding("throttled", NATIVE_DIMS))?;
     let requests = server.requests();
     assert_eq!(requests.len(), 2, "one retry after the 429");
     let waited = requests[1].at.duration_since(requests[0].at);
-    assert!(
-        waited >= Duration::from_millis(950),
-        "retried after only {waited:?}"
-    );
+    assert!(waited >= Duration::from_millis(950), "retried after only {waited:?}");
     assert!(waited < Duration::from_secs(4), "retried after {waited:?}");
     Ok(())
 }
 
 #[tokio::test]
 async fn retry_after_is_capped_by_max_backoff() -> Result<()> {
-    let server = FakeServer::start(vec![Reply::openai_error(
-        503,
-        Some("120"),
-        "Service overloaded",
-    )])
-    .await?;
+    let server = FakeServer::start(vec![Reply::openai_error(503, Some("120"), "Service overloaded")]).await?;
     let embedder = OpenAiEmbedder::new(server.config())?;
 
     // Fail fast rather than sit out the 120 s the server asked for.
-    let embeddings =
-        tokio::time::timeout(Duration::from_secs(3), embedder.embed(&texts(&["busy"])))
-            .await
-            .context("waited far longer than the 50 ms max_backoff")??;
+    let embeddings = tokio::time::timeout(Duration::from_secs(3), embedder.embed(&texts(&["busy"])))
+        .await
+        .context("waited far longer than the 50 ms max_backoff")??;
 
     assert_eq!(embeddings.len(), 1);
     assert_eq!(server.request_count(), 2);
@@ -542,23 +421,16 @@ async fn server_errors_are_retried_until_success() -> Result<()> {
     ])
     .await?;
 
-    let embeddings = OpenAiEmbedder::new(server.config())?
-        .embed(&texts(&["flaky"]))
-        .await?;
+    let embeddings = OpenAiEmbedder::new(server.config())?.embed(&texts(&["flaky"])).await?;
 
-    assert_close(
-        embeddings[0].as_slice(),
-        &expected_embedding("flaky", NATIVE_DIMS),
-    )?;
+    assert_close(embeddings[0].as_slice(), &expected_embedding("flaky", NATIVE_DIMS))?;
     assert_eq!(server.request_count(), 3);
     Ok(())
 }
 
 #[tokio::test]
 async fn persistent_503_is_unavailable_after_max_retries() -> Result<()> {
-    let script = (0..10)
-        .map(|_| Reply::openai_error(503, None, "engine overloaded"))
-        .collect();
+    let script = (0..10).map(|_| Reply::openai_error(503, None, "engine overloaded")).collect();
     let server = FakeServer::start(script).await?;
     let mut config = server.config();
     config.max_retries = 2;
@@ -566,15 +438,9 @@ async fn persistent_503_is_unavailable_after_max_retries() -> Result<()> {
     let error = expect_err(OpenAiEmbedder::new(config)?.embed(&texts(&["down"])).await)?;
 
     match &error {
-        Error::Unavailable {
-            attempts: 3,
-            last_error,
-        } => {
+        Error::Unavailable { attempts: 3, last_error } => {
             assert!(last_error.contains("503"), "last_error: {last_error}");
-            assert!(
-                last_error.contains("engine overloaded"),
-                "last_error: {last_error}"
-            );
+            assert!(last_error.contains("engine overloaded"), "last_error: {last_error}");
         }
         other => bail!("expected Unavailable after 3 attempts, got {other:?}"),
     }
@@ -587,27 +453,14 @@ async fn persistent_503_is_unavailable_after_max_retries() -> Result<()> {
 async fn connection_refused_is_unavailable() -> Result<()> {
     // Bind then drop a listener, so the port very likely has nothing listening.
     let port = TcpListener::bind("127.0.0.1:0").await?.local_addr()?.port();
-    let mut config = fast_retries(OpenAiConfig::new(
-        format!("http://127.0.0.1:{port}/v1"),
-        MODEL,
-    ));
+    let mut config = fast_retries(OpenAiConfig::new(format!("http://127.0.0.1:{port}/v1"), MODEL));
     config.max_retries = 1;
 
-    let error = expect_err(
-        OpenAiEmbedder::new(config)?
-            .embed(&texts(&["anyone?"]))
-            .await,
-    )?;
+    let error = expect_err(OpenAiEmbedder::new(config)?.embed(&texts(&["anyone?"])).await)?;
 
     match &error {
-        Error::Unavailable {
-            attempts: 2,
-            last_error,
-        } => {
-            assert!(
-                last_error.contains(&format!("127.0.0.1:{port}")),
-                "last_error: {last_error}"
-            );
+        Error::Unavailable { attempts: 2, last_error } => {
+            assert!(last_error.contains(&format!("127.0.0.1:{port}")), "last_error: {last_error}");
         }
         other => bail!("expected Unavailable after 2 attempts, got {other:?}"),
     }
@@ -621,17 +474,11 @@ async fn timeouts_are_retried() -> Result<()> {
     config.timeout = Duration::from_millis(300);
     let started = Instant::now();
 
-    let embeddings = OpenAiEmbedder::new(config)?
-        .embed(&texts(&["slow"]))
-        .await?;
+    let embeddings = OpenAiEmbedder::new(config)?.embed(&texts(&["slow"])).await?;
 
     assert_eq!(embeddings.len(), 1);
     assert_eq!(server.request_count(), 2);
-    assert!(
-        started.elapsed() < Duration::from_secs(2),
-        "did not time out: {:?}",
-        started.elapsed()
-    );
+    assert!(started.elapsed() < Duration::from_secs(2), "did not time out: {:?}", started.elapsed());
     Ok(())
 }
 
@@ -644,11 +491,7 @@ async fn zero_vector_is_an_invalid_vector() -> Result<()> {
     });
     let server = FakeServer::start(vec![Reply::Json(body)]).await?;
 
-    let error = expect_err(
-        OpenAiEmbedder::new(server.config())?
-            .embed(&texts(&["void"]))
-            .await,
-    )?;
+    let error = expect_err(OpenAiEmbedder::new(server.config())?.embed(&texts(&["void"])).await)?;
 
     assert!(
         matches!(error, Error::InvalidVector(dedup_core::Error::ZeroVector)),
@@ -666,26 +509,15 @@ async fn wrong_vector_count_is_malformed() -> Result<()> {
     });
     let server = FakeServer::start(vec![Reply::Json(body)]).await?;
 
-    let error = expect_err(
-        OpenAiEmbedder::new(server.config())?
-            .embed(&texts(&["one", "two"]))
-            .await,
-    )?;
+    let error = expect_err(OpenAiEmbedder::new(server.config())?.embed(&texts(&["one", "two"])).await)?;
 
     match &error {
         Error::Malformed(message) => {
-            assert!(
-                message.contains("expected 2 embeddings, got 1"),
-                "message: {message}"
-            )
+            assert!(message.contains("expected 2 embeddings, got 1"), "message: {message}")
         }
         other => bail!("expected Malformed, got {other:?}"),
     }
-    assert_eq!(
-        server.request_count(),
-        1,
-        "a malformed answer must not be retried"
-    );
+    assert_eq!(server.request_count(), 1, "a malformed answer must not be retried");
     Ok(())
 }
 
@@ -701,16 +533,9 @@ async fn repeated_index_is_malformed() -> Result<()> {
     });
     let server = FakeServer::start(vec![Reply::Json(body)]).await?;
 
-    let error = expect_err(
-        OpenAiEmbedder::new(server.config())?
-            .embed(&texts(&["one", "two"]))
-            .await,
-    )?;
+    let error = expect_err(OpenAiEmbedder::new(server.config())?.embed(&texts(&["one", "two"])).await)?;
 
-    assert!(
-        matches!(&error, Error::Malformed(m) if m.contains("index 0")),
-        "got {error:?}"
-    );
+    assert!(matches!(&error, Error::Malformed(m) if m.contains("index 0")), "got {error:?}");
     Ok(())
 }
 
@@ -723,16 +548,9 @@ async fn non_json_success_body_is_malformed() -> Result<()> {
     }])
     .await?;
 
-    let error = expect_err(
-        OpenAiEmbedder::new(server.config())?
-            .embed(&texts(&["x"]))
-            .await,
-    )?;
+    let error = expect_err(OpenAiEmbedder::new(server.config())?.embed(&texts(&["x"])).await)?;
 
-    assert!(
-        matches!(error, Error::Malformed(_)),
-        "expected Malformed, got {error:?}"
-    );
+    assert!(matches!(error, Error::Malformed(_)), "expected Malformed, got {error:?}");
     Ok(())
 }
 
@@ -746,10 +564,7 @@ async fn wrong_dims_is_malformed() -> Result<()> {
 
     match &error {
         Error::Malformed(message) => {
-            assert!(
-                message.contains("3 dimensions, expected 4"),
-                "message: {message}"
-            )
+            assert!(message.contains("3 dimensions, expected 4"), "message: {message}")
         }
         other => bail!("expected Malformed, got {other:?}"),
     }
@@ -765,10 +580,7 @@ async fn learned_dims_are_enforced_on_later_responses() -> Result<()> {
     assert_eq!(embedder.dims(), NATIVE_DIMS);
     let error = expect_err(embedder.embed(&texts(&["second"])).await)?;
 
-    assert!(
-        matches!(error, Error::Malformed(_)),
-        "expected Malformed, got {error:?}"
-    );
+    assert!(matches!(error, Error::Malformed(_)), "expected Malformed, got {error:?}");
     assert_eq!(embedder.dims(), NATIVE_DIMS, "learned dims must not change");
     Ok(())
 }
@@ -778,11 +590,7 @@ async fn connect_learns_dims_with_one_probe() -> Result<()> {
     let server = FakeServer::start(vec![]).await?;
     let unprobed = OpenAiEmbedder::new(server.config())?;
     assert_eq!(unprobed.dims(), 0, "dims are unknown before any response");
-    assert_eq!(
-        server.request_count(),
-        0,
-        "new() must not contact the server"
-    );
+    assert_eq!(server.request_count(), 0, "new() must not contact the server");
 
     let embedder = OpenAiEmbedder::connect(server.config()).await?;
 
@@ -820,55 +628,13 @@ async fn model_id_is_the_configured_model() -> Result<()> {
 fn invalid_configurations_are_rejected() {
     let valid = || OpenAiConfig::new("https://api.openai.com/v1", "text-embedding-3-small");
     let cases: Vec<(&str, OpenAiConfig)> = vec![
-        (
-            "empty model",
-            OpenAiConfig {
-                model: " ".into(),
-                ..valid()
-            },
-        ),
-        (
-            "not a URL",
-            OpenAiConfig {
-                base_url: "api.openai.com/v1".into(),
-                ..valid()
-            },
-        ),
-        (
-            "ftp scheme",
-            OpenAiConfig {
-                base_url: "ftp://example.com/v1".into(),
-                ..valid()
-            },
-        ),
-        (
-            "empty base URL",
-            OpenAiConfig {
-                base_url: String::new(),
-                ..valid()
-            },
-        ),
-        (
-            "zero batch size",
-            OpenAiConfig {
-                batch_size: 0,
-                ..valid()
-            },
-        ),
-        (
-            "zero dimensions",
-            OpenAiConfig {
-                dimensions: Some(0),
-                ..valid()
-            },
-        ),
-        (
-            "zero timeout",
-            OpenAiConfig {
-                timeout: Duration::ZERO,
-                ..valid()
-            },
-        ),
+        ("empty model", OpenAiConfig { model: " ".into(), ..valid() }),
+        ("not a URL", OpenAiConfig { base_url: "api.openai.com/v1".into(), ..valid() }),
+        ("ftp scheme", OpenAiConfig { base_url: "ftp://example.com/v1".into(), ..valid() }),
+        ("empty base URL", OpenAiConfig { base_url: String::new(), ..valid() }),
+        ("zero batch size", OpenAiConfig { batch_size: 0, ..valid() }),
+        ("zero dimensions", OpenAiConfig { dimensions: Some(0), ..valid() }),
+        ("zero timeout", OpenAiConfig { timeout: Duration::ZERO, ..valid() }),
     ];
     for (case, config) in cases {
         match OpenAiEmbedder::new(config) {
@@ -877,10 +643,7 @@ fn invalid_configurations_are_rejected() {
             Ok(_) => panic!("{case}: accepted"),
         }
     }
-    assert!(
-        OpenAiEmbedder::new(valid()).is_ok(),
-        "the valid baseline must pass"
-    );
+    assert!(OpenAiEmbedder::new(valid()).is_ok(), "the valid baseline must pass");
 }
 
 #[test]
@@ -901,15 +664,8 @@ fn debug_output_never_shows_the_api_key() -> Result<()> {
     config.api_key = Some("sk-secret-key-42".into());
     let embedder = OpenAiEmbedder::new(config.clone())?;
 
-    for shown in [
-        format!("{config:?}"),
-        format!("{embedder:?}"),
-        format!("{config:#?}"),
-    ] {
-        assert!(
-            !shown.contains("sk-secret-key-42"),
-            "API key leaked: {shown}"
-        );
+    for shown in [format!("{config:?}"), format!("{embedder:?}"), format!("{config:#?}")] {
+        assert!(!shown.contains("sk-secret-key-42"), "API key leaked: {shown}");
         assert!(!shown.contains("hunter2"), "URL password leaked: {shown}");
         assert!(shown.contains("<redacted>"), "no redaction marker: {shown}");
         assert!(shown.contains(MODEL), "model missing: {shown}");
@@ -919,8 +675,8 @@ fn debug_output_never_shows_the_api_key() -> Result<()> {
 
 #[test]
 fn api_key_from_env_reads_the_variable() {
-    let absent = OpenAiConfig::new("http://127.0.0.1:9/v1", MODEL)
-        .api_key_from_env("MEMDEDUP_TEST_VARIABLE_THAT_IS_NEVER_SET");
+    let absent =
+        OpenAiConfig::new("http://127.0.0.1:9/v1", MODEL).api_key_from_env("MEMDEDUP_TEST_VARIABLE_THAT_IS_NEVER_SET");
     assert_eq!(absent.api_key, None);
 
     // Tests cannot set variables (no unsafe), so read one the environment already has.

@@ -10,19 +10,8 @@ use crate::support::{EXAMPLE_PLAYBOOK, dir_listing, memdedup, temp_file, text};
 fn playbook_dedup_error(contents: &[u8]) -> String {
     let (dir, file) = temp_file("playbook.json", contents);
     let out = dir.path().join("out.json");
-    let assert = memdedup()
-        .args(["playbook", "dedup"])
-        .arg(&file)
-        .arg("-o")
-        .arg(&out)
-        .assert()
-        .code(1)
-        .stdout("");
-    assert_eq!(
-        dir_listing(dir.path()),
-        ["playbook.json"],
-        "nothing is written on error"
-    );
+    let assert = memdedup().args(["playbook", "dedup"]).arg(&file).arg("-o").arg(&out).assert().code(1).stdout("");
+    assert_eq!(dir_listing(dir.path()), ["playbook.json"], "nothing is written on error");
     text(&assert.get_output().stderr)
 }
 
@@ -30,28 +19,18 @@ fn playbook_dedup_error(contents: &[u8]) -> String {
 /// stdout, and returns stderr.
 fn scan_error(contents: &[u8]) -> String {
     let (_dir, file) = temp_file("memories.jsonl", contents);
-    let assert = memdedup()
-        .arg("scan")
-        .arg(&file)
-        .assert()
-        .code(1)
-        .stdout("");
+    let assert = memdedup().arg("scan").arg(&file).assert().code(1).stdout("");
     text(&assert.get_output().stderr)
 }
 
 #[track_caller]
 fn assert_mentions(stderr: &str, expected: &str) {
-    assert!(
-        stderr.contains(expected),
-        "expected {expected:?} in stderr:\n{stderr}"
-    );
+    assert!(stderr.contains(expected), "expected {expected:?} in stderr:\n{stderr}");
 }
 
 /// A playbook whose OTHERS section holds `others`.
 fn playbook_with_others(others: Value) -> Vec<u8> {
-    json!({"version": "1.0", "sections": {"PATTERNS & APPROACHES": [], "OTHERS": others}})
-        .to_string()
-        .into_bytes()
+    json!({"version": "1.0", "sections": {"PATTERNS & APPROACHES": [], "OTHERS": others}}).to_string().into_bytes()
 }
 
 #[test]
@@ -74,9 +53,7 @@ fn missing_field_names_its_path() {
 
 #[test]
 fn mistyped_counter_names_its_path() {
-    let quoted = playbook_dedup_error(&playbook_with_others(
-        json!([{"name": "oth-001", "text": "a", "helpful": "3"}]),
-    ));
+    let quoted = playbook_dedup_error(&playbook_with_others(json!([{"name": "oth-001", "text": "a", "helpful": "3"}])));
     assert_mentions(&quoted, "sections.OTHERS[0].helpful");
 
     let negative = playbook_dedup_error(&playbook_with_others(json!([
@@ -88,9 +65,7 @@ fn mistyped_counter_names_its_path() {
 
 #[test]
 fn non_utf8_playbook_is_rejected() {
-    let stderr = playbook_dedup_error(
-        b"{\"sections\": {\"OTHERS\": [{\"name\": \"a\", \"text\": \"caf\xE9\"}]}}",
-    );
+    let stderr = playbook_dedup_error(b"{\"sections\": {\"OTHERS\": [{\"name\": \"a\", \"text\": \"caf\xE9\"}]}}");
     assert_mentions(&stderr, "not valid UTF-8");
 }
 
@@ -137,11 +112,7 @@ fn non_numeric_threshold_is_a_usage_error() {
         .code(2)
         .stdout("")
         .stderr(contains("not a number"));
-    memdedup()
-        .args(["scan", EXAMPLE_PLAYBOOK, "--threshold", "abc"])
-        .assert()
-        .code(2)
-        .stderr(contains("not a number"));
+    memdedup().args(["scan", EXAMPLE_PLAYBOOK, "--threshold", "abc"]).assert().code(2).stderr(contains("not a number"));
 }
 
 #[test]
@@ -173,10 +144,7 @@ fn in_place_on_standard_input_is_a_usage_error() {
         .code(2)
         .stdout("");
 
-    assert!(
-        dir_listing(cwd.path()).is_empty(),
-        "no file named `-` is created"
-    );
+    assert!(dir_listing(cwd.path()).is_empty(), "no file named `-` is created");
 }
 
 #[test]
@@ -199,14 +167,6 @@ fn non_utf8_jsonl_is_rejected() {
 
 #[test]
 fn unknown_subcommand_is_a_usage_error() {
-    memdedup()
-        .arg("frobnicate")
-        .assert()
-        .code(2)
-        .stderr(contains("frobnicate"));
-    memdedup()
-        .args(["playbook", "frobnicate"])
-        .assert()
-        .code(2)
-        .stderr(contains("frobnicate"));
+    memdedup().arg("frobnicate").assert().code(2).stderr(contains("frobnicate"));
+    memdedup().args(["playbook", "frobnicate"]).assert().code(2).stderr(contains("frobnicate"));
 }

@@ -6,29 +6,13 @@ use crate::support::memdedup;
 
 #[test]
 fn help_works_for_every_command() {
-    let commands: [&[&str]; 5] = [
-        &[],
-        &["playbook"],
-        &["playbook", "dedup"],
-        &["scan"],
-        &["similarity"],
-    ];
+    let commands: [&[&str]; 5] = [&[], &["playbook"], &["playbook", "dedup"], &["scan"], &["similarity"]];
     for command in commands {
-        memdedup()
-            .args(command)
-            .arg("--help")
-            .assert()
-            .success()
-            .stdout(contains("Usage: memdedup"))
-            .stderr("");
+        memdedup().args(command).arg("--help").assert().success().stdout(contains("Usage: memdedup")).stderr("");
     }
 }
 
 #[test]
 fn top_level_help_points_at_the_model_fetch() {
-    memdedup()
-        .arg("--help")
-        .assert()
-        .success()
-        .stdout(contains("cargo xtask fetch-model"));
+    memdedup().arg("--help").assert().success().stdout(contains("cargo xtask fetch-model"));
 }

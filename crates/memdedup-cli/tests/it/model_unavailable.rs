@@ -4,9 +4,7 @@ use predicates::prelude::PredicateBooleanExt;
 use predicates::str::contains;
 use serde_json::{Value, json};
 
-use crate::support::{
-    EXAMPLE_MEMORIES, FETCH_MODEL, dir_listing, example_playbook_copy, json, memdedup, temp_file,
-};
+use crate::support::{EXAMPLE_MEMORIES, FETCH_MODEL, dir_listing, example_playbook_copy, json, memdedup, temp_file};
 
 /// `memdedup --model-dir <empty dir>`; the directory lives as long as the returned guard.
 fn without_model() -> (tempfile::TempDir, assert_cmd::Command) {
@@ -31,11 +29,7 @@ fn missing_model_fails_closed_and_names_the_fetch_command() {
         .stdout("")
         .stderr(contains(FETCH_MODEL).and(contains("--fail-open")));
 
-    assert_eq!(
-        dir_listing(dir.path()),
-        ["playbook.json"],
-        "no output file is written"
-    );
+    assert_eq!(dir_listing(dir.path()), ["playbook.json"], "no output file is written");
 }
 
 #[test]
@@ -44,11 +38,7 @@ fn missing_model_with_in_place_leaves_the_file_alone() {
     let before = std::fs::read(&file).unwrap();
     let (_empty, mut cmd) = without_model();
 
-    cmd.args(["playbook", "dedup", "--in-place"])
-        .arg(&file)
-        .assert()
-        .code(1)
-        .stderr(contains(FETCH_MODEL));
+    cmd.args(["playbook", "dedup", "--in-place"]).arg(&file).assert().code(1).stderr(contains(FETCH_MODEL));
 
     assert_eq!(std::fs::read(&file).unwrap(), before);
     assert_eq!(dir_listing(dir.path()), ["playbook.json"]);
@@ -77,10 +67,7 @@ fn fail_open_in_place_leaves_the_file_unchanged() {
     let before = std::fs::read(&file).unwrap();
     let (_empty, mut cmd) = without_model();
 
-    cmd.args(["playbook", "dedup", "--fail-open", "--in-place"])
-        .arg(&file)
-        .assert()
-        .success();
+    cmd.args(["playbook", "dedup", "--fail-open", "--in-place"]).arg(&file).assert().success();
 
     assert_eq!(std::fs::read(&file).unwrap(), before);
     assert_eq!(dir_listing(dir.path()), ["playbook.json"]);
@@ -94,12 +81,7 @@ fn fail_open_keeps_a_byte_order_mark() {
     let out = dir.path().join("out.json");
     let (_empty, mut cmd) = without_model();
 
-    cmd.args(["playbook", "dedup", "--fail-open"])
-        .arg(&file)
-        .arg("-o")
-        .arg(&out)
-        .assert()
-        .success();
+    cmd.args(["playbook", "dedup", "--fail-open"]).arg(&file).arg("-o").arg(&out).assert().success();
 
     let written = std::fs::read(&out).unwrap();
     assert!(
@@ -115,19 +97,10 @@ fn fail_open_dry_run_json_says_why_it_skipped() {
     let (dir, file) = example_playbook_copy();
     let (_empty, mut cmd) = without_model();
 
-    let assert = cmd
-        .args(["playbook", "dedup", "--fail-open", "--dry-run", "--json"])
-        .arg(&file)
-        .assert()
-        .success();
+    let assert = cmd.args(["playbook", "dedup", "--fail-open", "--dry-run", "--json"]).arg(&file).assert().success();
 
     let report = json(&assert.get_output().stdout);
-    assert!(
-        report["skipped"]
-            .as_str()
-            .is_some_and(|s| s.contains(FETCH_MODEL)),
-        "{report}"
-    );
+    assert!(report["skipped"].as_str().is_some_and(|s| s.contains(FETCH_MODEL)), "{report}");
     assert_eq!(report["merged"], json!([]));
     assert_eq!(report["entries_after"], report["entries_before"]);
     assert_eq!(report["output"], Value::Null);
@@ -155,11 +128,7 @@ fn fail_open_does_not_excuse_bad_input() {
 fn scan_and_similarity_fail_without_the_model() {
     for args in [&["scan", EXAMPLE_MEMORIES][..], &["similarity", "a", "b"]] {
         let (_empty, mut cmd) = without_model();
-        cmd.args(args)
-            .assert()
-            .code(1)
-            .stdout("")
-            .stderr(contains(FETCH_MODEL));
+        cmd.args(args).assert().code(1).stdout("").stderr(contains(FETCH_MODEL));
     }
 }
 
@@ -170,12 +139,7 @@ fn scn_dedup_005_01_empty_playbook_needs_no_model() {
     let out = dir.path().join("out.json");
     let (_empty, mut cmd) = without_model();
 
-    cmd.args(["playbook", "dedup"])
-        .arg(&file)
-        .arg("-o")
-        .arg(&out)
-        .assert()
-        .success();
+    cmd.args(["playbook", "dedup"]).arg(&file).arg("-o").arg(&out).assert().success();
 
     assert_eq!(std::fs::read(&out).unwrap(), playbook);
 }
@@ -187,12 +151,7 @@ fn scn_dedup_005_02_single_entry_needs_no_model() {
     let out = dir.path().join("out.json");
     let (_empty, mut cmd) = without_model();
 
-    cmd.args(["playbook", "dedup"])
-        .arg(&file)
-        .arg("-o")
-        .arg(&out)
-        .assert()
-        .success();
+    cmd.args(["playbook", "dedup"]).arg(&file).arg("-o").arg(&out).assert().success();
 
     assert_eq!(std::fs::read(&out).unwrap(), playbook);
 }

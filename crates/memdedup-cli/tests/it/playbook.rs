@@ -7,9 +7,8 @@ use predicates::str::contains;
 use serde_json::{Value, json};
 
 use crate::support::{
-    EXAMPLE_PLAYBOOK, THRESHOLD_ENV_VAR, assert_close, counter_sum, dir_listing, entries, entry,
-    example_playbook_copy, json, json_file, key_set, keys, memdedup, require_model, temp_file,
-    text,
+    EXAMPLE_PLAYBOOK, THRESHOLD_ENV_VAR, assert_close, counter_sum, dir_listing, entries, entry, example_playbook_copy,
+    json, json_file, key_set, keys, memdedup, require_model, temp_file, text,
 };
 
 /// SCN-DEDUP-001-01: two near-identical entries in PATTERNS & APPROACHES.
@@ -27,10 +26,7 @@ fn type_hints_playbook() -> Value {
 }
 
 fn type_hints_playbook_file() -> (tempfile::TempDir, std::path::PathBuf) {
-    temp_file(
-        "playbook.json",
-        type_hints_playbook().to_string().as_bytes(),
-    )
+    temp_file("playbook.json", type_hints_playbook().to_string().as_bytes())
 }
 
 /// The first number on the line of `report` that contains `marker`, after the marker.
@@ -52,74 +48,27 @@ fn dedup_to_output_file_merges_and_keeps_unknown_fields() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out.json");
 
-    let assert = memdedup()
-        .args(["playbook", "dedup", EXAMPLE_PLAYBOOK, "-o"])
-        .arg(&out)
-        .assert()
-        .success();
+    let assert = memdedup().args(["playbook", "dedup", EXAMPLE_PLAYBOOK, "-o"]).arg(&out).assert().success();
 
     let output = json_file(&out);
-    assert!(
-        entries(&output).len() < entries(&input).len(),
-        "nothing was merged"
-    );
+    assert!(entries(&output).len() < entries(&input).len(), "nothing was merged");
     assert_eq!(keys(&output), keys(&input));
     assert_eq!(output["owner"], "demo");
     assert_eq!(output["last_updated"], input["last_updated"]);
-    let section_names = |v: &Value| {
-        v["sections"]
-            .as_object()
-            .unwrap()
-            .keys()
-            .cloned()
-            .collect::<Vec<_>>()
-    };
-    assert_eq!(
-        section_names(&output),
-        section_names(&input),
-        "sections are kept in file order"
-    );
-    assert_eq!(
-        entry(&output, "mis-001").expect("mis-001 survives")["source"],
-        "retro-2026-10"
-    );
+    let section_names = |v: &Value| v["sections"].as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+    assert_eq!(section_names(&output), section_names(&input), "sections are kept in file order");
+    assert_eq!(entry(&output, "mis-001").expect("mis-001 survives")["source"], "retro-2026-10");
     let pat_001 = entry(&output, "pat-001").expect("pat-001 survives");
-    assert_eq!(
-        (&pat_001["helpful"], &pat_001["harmful"]),
-        (&json!(8), &json!(1))
-    );
-    assert!(
-        entry(&output, "pref-003").is_none(),
-        "pref-003 is absorbed by pat-001"
-    );
-    assert_eq!(
-        counter_sum(&output, "helpful"),
-        counter_sum(&input, "helpful")
-    );
-    assert_eq!(
-        counter_sum(&output, "harmful"),
-        counter_sum(&input, "harmful")
-    );
+    assert_eq!((&pat_001["helpful"], &pat_001["harmful"]), (&json!(8), &json!(1)));
+    assert!(entry(&output, "pref-003").is_none(), "pref-003 is absorbed by pat-001");
+    assert_eq!(counter_sum(&output, "helpful"), counter_sum(&input, "helpful"));
+    assert_eq!(counter_sum(&output, "harmful"), counter_sum(&input, "harmful"));
 
     let report = text(&assert.get_output().stdout);
-    assert!(
-        report.contains("pat-001 [PATTERNS & APPROACHES] helpful 8 harmful 1"),
-        "{report}"
-    );
-    assert_close(
-        score_on_line(&report, "<- pref-003 [USER PREFERENCES]"),
-        0.9401,
-        0.005,
-    );
-    let summary = format!(
-        "24 entries -> {} entries; wrote {}",
-        entries(&output).len(),
-        out.display()
-    );
-    assert!(
-        report.contains(&summary),
-        "expected {summary:?} in:\n{report}"
-    );
+    assert!(report.contains("pat-001 [PATTERNS & APPROACHES] helpful 8 harmful 1"), "{report}");
+    assert_close(score_on_line(&report, "<- pref-003 [USER PREFERENCES]"), 0.9401, 0.005);
+    let summary = format!("24 entries -> {} entries; wrote {}", entries(&output).len(), out.display());
+    assert!(report.contains(&summary), "expected {summary:?} in:\n{report}");
 }
 
 #[test]
@@ -129,11 +78,7 @@ fn dry_run_json_prints_one_report_and_writes_nothing() {
     let before = std::fs::read(&file).unwrap();
     let input = json(&before);
 
-    let assert = memdedup()
-        .args(["playbook", "dedup", "--dry-run", "--json"])
-        .arg(&file)
-        .assert()
-        .success();
+    let assert = memdedup().args(["playbook", "dedup", "--dry-run", "--json"]).arg(&file).assert().success();
 
     let report = json(&assert.get_output().stdout);
     assert_eq!(
@@ -154,98 +99,51 @@ fn dry_run_json_prints_one_report_and_writes_nothing() {
     assert_eq!(report["input"], file.display().to_string());
     assert_eq!(report["output"], Value::Null);
     assert_eq!(report["dry_run"], true);
-    assert!(
-        report["model"].as_str().is_some_and(|m| !m.is_empty()),
-        "{report}"
-    );
+    assert!(report["model"].as_str().is_some_and(|m| !m.is_empty()), "{report}");
     assert_eq!(report["threshold"], 0.85);
     assert_eq!(report["entries_before"], entries(&input).len());
     assert_eq!(report["non_canonical_sections"], json!(["TEAM NOTES"]));
     assert_eq!(report["skipped"], Value::Null);
 
     let at = |place: &Value| {
-        &input["sections"][place["section"].as_str().unwrap()]
-            [place["index"].as_u64().unwrap() as usize]
+        &input["sections"][place["section"].as_str().unwrap()][place["index"].as_u64().unwrap() as usize]
     };
     let merged = report["merged"].as_array().expect("merged is a list");
     assert!(!merged.is_empty());
     let mut absorbed_total = 0;
     for group in merged {
-        assert_eq!(
-            keys(group),
-            key_set(&["survivor", "helpful", "harmful", "weakest_link", "absorbed"])
-        );
-        assert_eq!(
-            keys(&group["survivor"]),
-            key_set(&["section", "index", "name"])
-        );
+        assert_eq!(keys(group), key_set(&["survivor", "helpful", "harmful", "weakest_link", "absorbed"]));
+        assert_eq!(keys(&group["survivor"]), key_set(&["section", "index", "name"]));
         let survivor = at(&group["survivor"]);
-        assert_eq!(
-            survivor["name"], group["survivor"]["name"],
-            "survivor place and name agree"
-        );
+        assert_eq!(survivor["name"], group["survivor"]["name"], "survivor place and name agree");
         let absorbed = group["absorbed"].as_array().expect("absorbed is a list");
         assert!(!absorbed.is_empty());
         absorbed_total += absorbed.len();
         let mut names = vec![group["survivor"]["name"].clone()];
-        let (mut helpful, mut harmful) = (
-            survivor["helpful"].as_u64().unwrap(),
-            survivor["harmful"].as_u64().unwrap(),
-        );
+        let (mut helpful, mut harmful) = (survivor["helpful"].as_u64().unwrap(), survivor["harmful"].as_u64().unwrap());
         let mut weakest = f64::INFINITY;
         for a in absorbed {
-            assert_eq!(
-                keys(a),
-                key_set(&["section", "index", "name", "via", "score"])
-            );
+            assert_eq!(keys(a), key_set(&["section", "index", "name", "via", "score"]));
             let original = at(a);
             assert_eq!(original["name"], a["name"], "absorbed place and name agree");
-            assert!(
-                names.contains(&a["via"]),
-                "{} is absorbed via a member of its group",
-                a["name"]
-            );
+            assert!(names.contains(&a["via"]), "{} is absorbed via a member of its group", a["name"]);
             names.push(a["name"].clone());
             helpful += original["helpful"].as_u64().unwrap();
             harmful += original["harmful"].as_u64().unwrap();
             let score = a["score"].as_f64().expect("score is a number");
-            assert!(
-                (0.85..=1.0).contains(&score),
-                "score {score} is below the threshold"
-            );
+            assert!((0.85..=1.0).contains(&score), "score {score} is below the threshold");
             weakest = weakest.min(score);
         }
-        assert_eq!(
-            (group["helpful"].as_u64(), group["harmful"].as_u64()),
-            (Some(helpful), Some(harmful))
-        );
+        assert_eq!((group["helpful"].as_u64(), group["harmful"].as_u64()), (Some(helpful), Some(harmful)));
         assert_close(group["weakest_link"].as_f64().unwrap(), weakest, 1e-9);
     }
-    assert_eq!(
-        report["entries_after"],
-        entries(&input).len() - absorbed_total
-    );
-    let pat_001 = merged
-        .iter()
-        .find(|g| g["survivor"]["name"] == "pat-001")
-        .expect("pat-001 absorbs a duplicate");
+    assert_eq!(report["entries_after"], entries(&input).len() - absorbed_total);
+    let pat_001 = merged.iter().find(|g| g["survivor"]["name"] == "pat-001").expect("pat-001 absorbs a duplicate");
     assert_eq!(pat_001["absorbed"][0]["name"], "pref-003");
-    assert_close(
-        pat_001["absorbed"][0]["score"].as_f64().unwrap(),
-        0.9401,
-        0.005,
-    );
+    assert_close(pat_001["absorbed"][0]["score"].as_f64().unwrap(), 0.9401, 0.005);
 
-    assert_eq!(
-        std::fs::read(&file).unwrap(),
-        before,
-        "the input is unchanged"
-    );
-    assert_eq!(
-        dir_listing(dir.path()),
-        ["playbook.json"],
-        "no file is created"
-    );
+    assert_eq!(std::fs::read(&file).unwrap(), before, "the input is unchanged");
+    assert_eq!(dir_listing(dir.path()), ["playbook.json"], "no file is created");
 }
 
 #[test]
@@ -272,11 +170,7 @@ fn json_report_with_output_names_the_written_file() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out.json");
 
-    let assert = memdedup()
-        .args(["playbook", "dedup", EXAMPLE_PLAYBOOK, "--json", "-o"])
-        .arg(&out)
-        .assert()
-        .success();
+    let assert = memdedup().args(["playbook", "dedup", EXAMPLE_PLAYBOOK, "--json", "-o"]).arg(&out).assert().success();
 
     let report = json(&assert.get_output().stdout);
     assert_eq!(report["output"], out.display().to_string());
@@ -290,21 +184,12 @@ fn in_place_replaces_the_file_without_leftovers() {
     let (dir, file) = example_playbook_copy();
     let before = json_file(&file);
 
-    memdedup()
-        .args(["playbook", "dedup", "--in-place"])
-        .arg(&file)
-        .assert()
-        .success()
-        .stdout(contains("wrote"));
+    memdedup().args(["playbook", "dedup", "--in-place"]).arg(&file).assert().success().stdout(contains("wrote"));
 
     let after = json_file(&file);
     assert!(entries(&after).len() < entries(&before).len());
     assert!(entry(&after, "pref-003").is_none());
-    assert_eq!(
-        dir_listing(dir.path()),
-        ["playbook.json"],
-        "no .memdedup-*.tmp file is left behind"
-    );
+    assert_eq!(dir_listing(dir.path()), ["playbook.json"], "no .memdedup-*.tmp file is left behind");
 }
 
 #[cfg(unix)]
@@ -315,16 +200,9 @@ fn in_place_keeps_the_file_permissions() {
     let (_dir, file) = example_playbook_copy();
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o640)).unwrap();
 
-    memdedup()
-        .args(["playbook", "dedup", "--in-place"])
-        .arg(&file)
-        .assert()
-        .success();
+    memdedup().args(["playbook", "dedup", "--in-place"]).arg(&file).assert().success();
 
-    assert_eq!(
-        std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
-        0o640
-    );
+    assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o640);
 }
 
 #[cfg(unix)]
@@ -337,23 +215,10 @@ fn new_output_file_gets_the_same_permissions_as_any_new_file() {
     std::fs::write(&reference, "{}").unwrap();
     let out = dir.path().join("out.json");
 
-    memdedup()
-        .args(["playbook", "dedup", EXAMPLE_PLAYBOOK, "-o"])
-        .arg(&out)
-        .assert()
-        .success();
+    memdedup().args(["playbook", "dedup", EXAMPLE_PLAYBOOK, "-o"]).arg(&out).assert().success();
 
-    let mode = |p: &Path| {
-        format!(
-            "{:o}",
-            std::fs::metadata(p).unwrap().permissions().mode() & 0o777
-        )
-    };
-    assert_eq!(
-        mode(&out),
-        mode(&reference),
-        "the output file's mode follows the umask like any new file"
-    );
+    let mode = |p: &Path| format!("{:o}", std::fs::metadata(p).unwrap().permissions().mode() & 0o777);
+    assert_eq!(mode(&out), mode(&reference), "the output file's mode follows the umask like any new file");
 }
 
 #[test]
@@ -361,18 +226,12 @@ fn without_output_the_playbook_goes_to_stdout_and_the_report_to_stderr() {
     require_model();
     let input = json_file(Path::new(EXAMPLE_PLAYBOOK));
 
-    let assert = memdedup()
-        .args(["playbook", "dedup", EXAMPLE_PLAYBOOK])
-        .assert()
-        .success();
+    let assert = memdedup().args(["playbook", "dedup", EXAMPLE_PLAYBOOK]).assert().success();
 
     let output = json(&assert.get_output().stdout);
     assert!(entries(&output).len() < entries(&input).len());
     let stderr = text(&assert.get_output().stderr);
-    assert!(
-        stderr.contains("pat-001") && stderr.contains("<- pref-003"),
-        "{stderr}"
-    );
+    assert!(stderr.contains("pat-001") && stderr.contains("<- pref-003"), "{stderr}");
     assert!(stderr.contains("24 entries ->"), "{stderr}");
 }
 
@@ -400,10 +259,7 @@ fn json_without_a_destination_is_a_usage_error() {
         .assert()
         .code(2)
         .stdout("")
-        .stderr(
-            contains("--json prints the report on stdout")
-                .and(contains("-o OUT, --in-place or --dry-run")),
-        );
+        .stderr(contains("--json prints the report on stdout").and(contains("-o OUT, --in-place or --dry-run")));
 }
 
 #[test]
@@ -413,23 +269,13 @@ fn threshold_one_merges_nothing_and_copies_the_input_bytes() {
     let out = dir.path().join("out.json");
 
     memdedup()
-        .args([
-            "playbook",
-            "dedup",
-            EXAMPLE_PLAYBOOK,
-            "--threshold",
-            "1.0",
-            "-o",
-        ])
+        .args(["playbook", "dedup", EXAMPLE_PLAYBOOK, "--threshold", "1.0", "-o"])
         .arg(&out)
         .assert()
         .success()
         .stdout(contains("no duplicates among 24 entries"));
 
-    assert_eq!(
-        std::fs::read(&out).unwrap(),
-        std::fs::read(EXAMPLE_PLAYBOOK).unwrap()
-    );
+    assert_eq!(std::fs::read(&out).unwrap(), std::fs::read(EXAMPLE_PLAYBOOK).unwrap());
 }
 
 #[test]
@@ -438,13 +284,7 @@ fn scn_dedup_001_01_merge_two_similar_entries_in_same_section() {
     let (dir, file) = type_hints_playbook_file();
     let out = dir.path().join("out.json");
 
-    memdedup()
-        .args(["playbook", "dedup", "--threshold", "0.85"])
-        .arg(&file)
-        .arg("-o")
-        .arg(&out)
-        .assert()
-        .success();
+    memdedup().args(["playbook", "dedup", "--threshold", "0.85"]).arg(&file).arg("-o").arg(&out).assert().success();
 
     let mut expected = type_hints_playbook();
     expected["sections"]["PATTERNS & APPROACHES"] = json!([
@@ -463,13 +303,7 @@ fn scn_dedup_001_03_no_merge_when_below_threshold() {
     let (dir, file) = temp_file("playbook.json", playbook.to_string().as_bytes());
     let out = dir.path().join("out.json");
 
-    memdedup()
-        .args(["playbook", "dedup", "--threshold", "0.85"])
-        .arg(&file)
-        .arg("-o")
-        .arg(&out)
-        .assert()
-        .success();
+    memdedup().args(["playbook", "dedup", "--threshold", "0.85"]).arg(&file).arg("-o").arg(&out).assert().success();
 
     assert_eq!(std::fs::read(&out).unwrap(), std::fs::read(&file).unwrap());
 }
@@ -493,11 +327,7 @@ fn scn_dedup_004_01_env_var_overrides_default_threshold() {
     require_model();
     let (report, _) = dry_run_report_with_env("0.99", &[]);
     assert_eq!(report["threshold"], 0.99);
-    assert_eq!(
-        report["merged"],
-        json!([]),
-        "the pair scores about 0.94, below 0.99"
-    );
+    assert_eq!(report["merged"], json!([]), "the pair scores about 0.94, below 0.99");
     assert_eq!(report["entries_after"], 2);
 }
 
@@ -516,10 +346,7 @@ fn non_numeric_threshold_env_var_is_ignored_with_a_warning() {
     let (report, stderr) = dry_run_report_with_env("abc", &[]);
     assert_eq!(report["threshold"], 0.85, "the default applies");
     assert_eq!(report["entries_after"], 1);
-    assert!(
-        stderr.contains(THRESHOLD_ENV_VAR) && stderr.contains("abc"),
-        "no warning:\n{stderr}"
-    );
+    assert!(stderr.contains(THRESHOLD_ENV_VAR) && stderr.contains("abc"), "no warning:\n{stderr}");
 }
 
 #[test]

@@ -5,9 +5,7 @@ use std::process::Stdio;
 
 use serde_json::{Value, json};
 
-use crate::support::{
-    EXAMPLE_MEMORIES, assert_close, json, key_set, keys, memdedup, require_model, temp_file, text,
-};
+use crate::support::{EXAMPLE_MEMORIES, assert_close, json, key_set, keys, memdedup, require_model, temp_file, text};
 
 /// The namespace an item is scanned in (`None` is the default namespace).
 fn namespace(item: &Value) -> Option<&str> {
@@ -16,73 +14,39 @@ fn namespace(item: &Value) -> Option<&str> {
 
 /// Parses JSONL into its items.
 fn jsonl_items(jsonl: &str) -> Vec<Value> {
-    jsonl
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| json(l.as_bytes()))
-        .collect()
+    jsonl.lines().filter(|l| !l.trim().is_empty()).map(|l| json(l.as_bytes())).collect()
 }
 
 /// Runs `memdedup scan --json FILE args…` and returns the report.
 fn scan_json(file: &std::path::Path, args: &[&str]) -> Value {
-    let assert = memdedup()
-        .arg("scan")
-        .arg(file)
-        .arg("--json")
-        .args(args)
-        .assert()
-        .success();
+    let assert = memdedup().arg("scan").arg(file).arg("--json").args(args).assert().success();
     json(&assert.get_output().stdout)
 }
 
 /// Checks every rule of the documented `--json` shape against the items scanned.
 #[track_caller]
 fn check_report(report: &Value, items: &[Value], cross_namespace: bool) {
-    assert_eq!(
-        keys(report),
-        key_set(&["model", "threshold", "items", "duplicates", "groups"])
-    );
-    assert!(
-        report["model"].as_str().is_some_and(|m| !m.is_empty()),
-        "model: {report}"
-    );
+    assert_eq!(keys(report), key_set(&["model", "threshold", "items", "duplicates", "groups"]));
+    assert!(report["model"].as_str().is_some_and(|m| !m.is_empty()), "model: {report}");
     let threshold = report["threshold"].as_f64().expect("threshold is a number");
     assert_eq!(report["items"].as_u64(), Some(items.len() as u64));
     let groups = report["groups"].as_array().expect("groups is a list");
     let position = |id: &Value| {
-        items
-            .iter()
-            .position(|item| &item["id"] == id)
-            .unwrap_or_else(|| panic!("{id} is not an input id"))
+        items.iter().position(|item| &item["id"] == id).unwrap_or_else(|| panic!("{id} is not an input id"))
     };
     let mut seen = std::collections::HashSet::new();
     let mut duplicates = 0;
     for group in groups {
-        assert_eq!(
-            keys(group),
-            key_set(&["survivor", "members", "weakest_link", "edges"])
-        );
+        assert_eq!(keys(group), key_set(&["survivor", "members", "weakest_link", "edges"]));
         let members = group["members"].as_array().expect("members is a list");
-        assert!(
-            members.len() >= 2,
-            "a group has two or more members: {group}"
-        );
+        assert!(members.len() >= 2, "a group has two or more members: {group}");
         assert_eq!(group["survivor"], members[0], "the survivor comes first");
         let places: Vec<usize> = members.iter().map(position).collect();
-        assert!(
-            places.windows(2).all(|w| w[0] < w[1]),
-            "members are in input order: {group}"
-        );
-        assert!(
-            places.iter().all(|p| seen.insert(*p)),
-            "an item is in one group at most"
-        );
+        assert!(places.windows(2).all(|w| w[0] < w[1]), "members are in input order: {group}");
+        assert!(places.iter().all(|p| seen.insert(*p)), "an item is in one group at most");
         if !cross_namespace {
             let ns = namespace(&items[places[0]]);
-            assert!(
-                places.iter().all(|&p| namespace(&items[p]) == ns),
-                "a group stays in one namespace: {group}"
-            );
+            assert!(places.iter().all(|&p| namespace(&items[p]) == ns), "a group stays in one namespace: {group}");
         }
         duplicates += members.len() - 1;
 
@@ -101,28 +65,14 @@ fn check_report(report: &Value, items: &[Value], cross_namespace: bool) {
                 panic!("an edge is [id, id, score]: {edge}");
             };
             let score = score.as_f64().expect("an edge score is a number");
-            assert!(
-                score >= threshold - 1e-4 && score <= 1.0,
-                "edge score {score} out of range"
-            );
+            assert!(score >= threshold - 1e-4 && score <= 1.0, "edge score {score} out of range");
             weakest = weakest.min(score);
-            let index = |id: &Value| {
-                members
-                    .iter()
-                    .position(|m| m == id)
-                    .expect("edge ends are members")
-            };
+            let index = |id: &Value| members.iter().position(|m| m == id).expect("edge ends are members");
             let (ra, rb) = (root(&component, index(a)), root(&component, index(b)));
             assert_ne!(ra, rb, "edges form a tree: {group}");
             component[ra] = rb;
         }
-        assert_close(
-            group["weakest_link"]
-                .as_f64()
-                .expect("weakest_link is a number"),
-            weakest,
-            1e-9,
-        );
+        assert_close(group["weakest_link"].as_f64().expect("weakest_link is a number"), weakest, 1e-9);
     }
     assert_eq!(report["duplicates"].as_u64(), Some(duplicates as u64));
 }
@@ -162,16 +112,8 @@ fn lower_threshold_builds_larger_groups_of_the_same_shape() {
 
     check_report(&report, &items, false);
     assert_eq!(report["threshold"], 0.7);
-    let largest = report["groups"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|g| g["members"].as_array().unwrap().len())
-        .max();
-    assert!(
-        largest >= Some(3),
-        "expected a group of three or more at 0.7: {report}"
-    );
+    let largest = report["groups"].as_array().unwrap().iter().map(|g| g["members"].as_array().unwrap().len()).max();
+    assert!(largest >= Some(3), "expected a group of three or more at 0.7: {report}");
 }
 
 const MIXED_IDS: &str = r#"{"id": 7, "namespace": "n", "text": "Always run the database migrations before starting the API server.", "extra": {"deep": [1, 2]}}
@@ -193,10 +135,7 @@ fn ids_are_echoed_unchanged_in_input_order() {
     assert_eq!(report["items"], 5);
     assert_eq!(report["groups"].as_array().map(Vec::len), Some(1));
     assert_eq!(report["groups"][0]["survivor"], json!(7));
-    assert_eq!(
-        report["groups"][0]["members"],
-        json!([7, "seven", 12345678901234567890_u64, -3.5])
-    );
+    assert_eq!(report["groups"][0]["members"], json!([7, "seven", 12345678901234567890_u64, -3.5]));
     assert_eq!(report["groups"][0]["weakest_link"], 1.0);
 }
 
@@ -204,18 +143,11 @@ fn ids_are_echoed_unchanged_in_input_order() {
 fn dash_reads_standard_input() {
     require_model();
 
-    let assert = memdedup()
-        .args(["scan", "-", "--json"])
-        .write_stdin(MIXED_IDS)
-        .assert()
-        .success();
+    let assert = memdedup().args(["scan", "-", "--json"]).write_stdin(MIXED_IDS).assert().success();
 
     let report = json(&assert.get_output().stdout);
     check_report(&report, &jsonl_items(MIXED_IDS), false);
-    assert_eq!(
-        report["groups"][0]["members"],
-        json!([7, "seven", 12345678901234567890_u64, -3.5])
-    );
+    assert_eq!(report["groups"][0]["members"], json!([7, "seven", 12345678901234567890_u64, -3.5]));
 }
 
 #[test]
@@ -223,10 +155,7 @@ fn json_array_input_gives_the_same_report_as_jsonl() {
     require_model();
     let items = jsonl_items(MIXED_IDS);
     let (_dir, jsonl) = temp_file("items.jsonl", MIXED_IDS.as_bytes());
-    let (_dir2, array) = temp_file(
-        "items.json",
-        serde_json::to_string_pretty(&items).unwrap().as_bytes(),
-    );
+    let (_dir2, array) = temp_file("items.json", serde_json::to_string_pretty(&items).unwrap().as_bytes());
 
     let from_array = scan_json(&array, &[]);
 
@@ -271,26 +200,10 @@ fn human_output_mentions_the_counts_and_members() {
     let assert = memdedup().arg("scan").arg(&file).assert().success();
 
     let stdout = text(&assert.get_output().stdout);
-    for expected in [
-        "5 items",
-        "2 duplicates",
-        "2 groups",
-        "a1",
-        "a2",
-        "b1",
-        "b2",
-        "[x]",
-        "[y]",
-    ] {
-        assert!(
-            stdout.contains(expected),
-            "expected {expected:?} in:\n{stdout}"
-        );
+    for expected in ["5 items", "2 duplicates", "2 groups", "a1", "a2", "b1", "b2", "[x]", "[y]"] {
+        assert!(stdout.contains(expected), "expected {expected:?} in:\n{stdout}");
     }
-    assert!(
-        !stdout.contains("c1"),
-        "an item without duplicates is not listed:\n{stdout}"
-    );
+    assert!(!stdout.contains("c1"), "an item without duplicates is not listed:\n{stdout}");
 }
 
 #[test]
@@ -328,17 +241,9 @@ fn closed_stdout_is_not_a_crash() {
     // Close the reading end before the report is printed, as `memdedup scan … | head -0` would.
     drop(child.stdout.take());
     let mut stderr = String::new();
-    child
-        .stderr
-        .take()
-        .expect("stderr is piped")
-        .read_to_string(&mut stderr)
-        .unwrap();
+    child.stderr.take().expect("stderr is piped").read_to_string(&mut stderr).unwrap();
     let status = child.wait().unwrap();
 
-    assert!(
-        !stderr.contains("panicked"),
-        "memdedup panicked on a closed stdout:\n{stderr}"
-    );
+    assert!(!stderr.contains("panicked"), "memdedup panicked on a closed stdout:\n{stderr}");
     assert_ne!(status.code(), Some(101), "exit code 101 is a panic");
 }

@@ -4,15 +4,9 @@ use crate::support::{assert_close, json, key_set, keys, memdedup, require_model,
 
 /// The cosine `memdedup similarity` prints for two texts.
 fn cosine(first: &str, second: &str) -> f64 {
-    let assert = memdedup()
-        .args(["similarity", first, second])
-        .assert()
-        .success();
+    let assert = memdedup().args(["similarity", first, second]).assert().success();
     let stdout = text(&assert.get_output().stdout);
-    stdout
-        .trim()
-        .parse()
-        .unwrap_or_else(|e| panic!("{stdout:?} is not a number: {e}"))
+    stdout.trim().parse().unwrap_or_else(|e| panic!("{stdout:?} is not a number: {e}"))
 }
 
 #[test]
@@ -20,21 +14,14 @@ fn prints_one_number_with_four_decimals() {
     require_model();
 
     let assert = memdedup()
-        .args([
-            "similarity",
-            "Purge the CDN after a deploy.",
-            "The user runs a marathon.",
-        ])
+        .args(["similarity", "Purge the CDN after a deploy.", "The user runs a marathon."])
         .assert()
         .success();
 
     let stdout = text(&assert.get_output().stdout);
     assert_eq!(stdout.lines().count(), 1, "{stdout:?}");
     let number = stdout.trim_end();
-    let decimals = number
-        .split_once('.')
-        .map(|(_, d)| d)
-        .unwrap_or_else(|| panic!("{number:?} has no decimals"));
+    let decimals = number.split_once('.').map(|(_, d)| d).unwrap_or_else(|| panic!("{number:?} has no decimals"));
     assert_eq!(decimals.len(), 4, "{number:?}");
     assert!(decimals.chars().all(|c| c.is_ascii_digit()), "{number:?}");
     let value: f64 = number.parse().expect("a number");
@@ -45,17 +32,11 @@ fn prints_one_number_with_four_decimals() {
 fn json_gives_the_model_and_the_cosine() {
     require_model();
 
-    let assert = memdedup()
-        .args(["similarity", "--json", "a cat", "a dog"])
-        .assert()
-        .success();
+    let assert = memdedup().args(["similarity", "--json", "a cat", "a dog"]).assert().success();
 
     let report = json(&assert.get_output().stdout);
     assert_eq!(keys(&report), key_set(&["model", "cosine"]));
-    assert!(
-        report["model"].as_str().is_some_and(|m| !m.is_empty()),
-        "{report}"
-    );
+    assert!(report["model"].as_str().is_some_and(|m| !m.is_empty()), "{report}");
     let value = report["cosine"].as_f64().expect("cosine is a number");
     assert!((-1.0..=1.0).contains(&value), "{value}");
 }
@@ -63,10 +44,7 @@ fn json_gives_the_model_and_the_cosine() {
 #[test]
 fn type_hints_pair_matches_the_reference_cosine() {
     require_model();
-    let value = cosine(
-        "always use type hints for function parameters",
-        "use type hints on all function parameters",
-    );
+    let value = cosine("always use type hints for function parameters", "use type hints on all function parameters");
     assert_close(value, 0.9401, 0.005);
 }
 
@@ -74,21 +52,9 @@ fn type_hints_pair_matches_the_reference_cosine() {
 fn other_reference_pairs_match_their_cosines() {
     require_model();
     let pairs = [
-        (
-            "avoid using the any type",
-            "don't use any type in TypeScript",
-            0.6713,
-        ),
-        (
-            "use type hints for parameters",
-            "prefer composition over inheritance",
-            0.1864,
-        ),
-        (
-            "Never trade during low-volume weekends",
-            "Avoid trading on weekends when volume is low",
-            0.8731,
-        ),
+        ("avoid using the any type", "don't use any type in TypeScript", 0.6713),
+        ("use type hints for parameters", "prefer composition over inheritance", 0.1864),
+        ("Never trade during low-volume weekends", "Avoid trading on weekends when volume is low", 0.8731),
     ];
     for (first, second, expected) in pairs {
         assert_close(cosine(first, second), expected, 0.005);
@@ -98,12 +64,5 @@ fn other_reference_pairs_match_their_cosines() {
 #[test]
 fn identical_texts_score_one() {
     require_model();
-    assert_close(
-        cosine(
-            "Use git bisect to find a regression.",
-            "Use git bisect to find a regression.",
-        ),
-        1.0,
-        1e-4,
-    );
+    assert_close(cosine("Use git bisect to find a regression.", "Use git bisect to find a regression."), 1.0, 1e-4);
 }

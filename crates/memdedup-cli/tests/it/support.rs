@@ -8,11 +8,9 @@ use assert_cmd::Command;
 use serde_json::Value;
 
 /// The example playbook shipped with the workspace.
-pub const EXAMPLE_PLAYBOOK: &str =
-    concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/playbook.json");
+pub const EXAMPLE_PLAYBOOK: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/playbook.json");
 /// The example memory collection shipped with the workspace.
-pub const EXAMPLE_MEMORIES: &str =
-    concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/memories.jsonl");
+pub const EXAMPLE_MEMORIES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/memories.jsonl");
 
 /// The variable the playbook threshold defaults to.
 pub const THRESHOLD_ENV_VAR: &str = "AGENTIC_CONTEXT_DEDUP_THRESHOLD";
@@ -26,8 +24,7 @@ pub const FETCH_MODEL: &str = "cargo xtask fetch-model";
 
 /// The built `memdedup` binary with a clean environment for the threshold and logging.
 pub fn memdedup() -> Command {
-    let mut cmd =
-        Command::cargo_bin("memdedup").expect("the memdedup binary is built for integration tests");
+    let mut cmd = Command::cargo_bin("memdedup").expect("the memdedup binary is built for integration tests");
     for name in CLEARED_ENV_VARS {
         cmd.env_remove(name);
     }
@@ -41,15 +38,8 @@ pub fn memdedup() -> Command {
 pub fn require_model() {
     static CHECK: OnceLock<Result<(), String>> = OnceLock::new();
     let check = CHECK.get_or_init(|| {
-        let output = memdedup()
-            .args(["similarity", "a", "b"])
-            .output()
-            .expect("memdedup runs");
-        if output.status.success() {
-            Ok(())
-        } else {
-            Err(String::from_utf8_lossy(&output.stderr).into_owned())
-        }
+        let output = memdedup().args(["similarity", "a", "b"]).output().expect("memdedup runs");
+        if output.status.success() { Ok(()) } else { Err(String::from_utf8_lossy(&output.stderr).into_owned()) }
     });
     if let Err(stderr) = check {
         panic!(
@@ -60,12 +50,8 @@ pub fn require_model() {
 
 /// Parses bytes that must hold exactly one JSON document.
 pub fn json(bytes: &[u8]) -> Value {
-    serde_json::from_slice(bytes).unwrap_or_else(|e| {
-        panic!(
-            "expected one JSON document: {e}\n{}",
-            String::from_utf8_lossy(bytes)
-        )
-    })
+    serde_json::from_slice(bytes)
+        .unwrap_or_else(|e| panic!("expected one JSON document: {e}\n{}", String::from_utf8_lossy(bytes)))
 }
 
 /// Reads and parses a JSON file.
@@ -80,12 +66,7 @@ pub fn text(bytes: &[u8]) -> String {
 
 /// The key set of a JSON object.
 pub fn keys(value: &Value) -> BTreeSet<&str> {
-    value
-        .as_object()
-        .unwrap_or_else(|| panic!("expected an object, got {value}"))
-        .keys()
-        .map(String::as_str)
-        .collect()
+    value.as_object().unwrap_or_else(|| panic!("expected an object, got {value}")).keys().map(String::as_str).collect()
 }
 
 /// A key set from a list, to compare with [`keys`].
@@ -97,13 +78,7 @@ pub fn key_set<'a>(names: &[&'a str]) -> BTreeSet<&'a str> {
 pub fn dir_listing(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .expect("directory is readable")
-        .map(|entry| {
-            entry
-                .expect("directory entry")
-                .file_name()
-                .to_string_lossy()
-                .into_owned()
-        })
+        .map(|entry| entry.expect("directory entry").file_name().to_string_lossy().into_owned())
         .collect();
     names.sort();
     names
@@ -119,10 +94,7 @@ pub fn temp_file(name: &str, contents: &[u8]) -> (tempfile::TempDir, PathBuf) {
 
 /// A fresh temporary directory holding a copy of the example playbook as `playbook.json`.
 pub fn example_playbook_copy() -> (tempfile::TempDir, PathBuf) {
-    temp_file(
-        "playbook.json",
-        &std::fs::read(EXAMPLE_PLAYBOOK).expect("example playbook exists"),
-    )
+    temp_file("playbook.json", &std::fs::read(EXAMPLE_PLAYBOOK).expect("example playbook exists"))
 }
 
 /// Every entry of a playbook document, section by section in file order.
@@ -132,35 +104,23 @@ pub fn entries(playbook: &Value) -> Vec<(&str, &Value)> {
         .expect("playbook has sections")
         .iter()
         .flat_map(|(section, list)| {
-            list.as_array()
-                .expect("a section is a list")
-                .iter()
-                .map(move |entry| (section.as_str(), entry))
+            list.as_array().expect("a section is a list").iter().map(move |entry| (section.as_str(), entry))
         })
         .collect()
 }
 
 /// The entry called `name`, if any.
 pub fn entry<'a>(playbook: &'a Value, name: &str) -> Option<&'a Value> {
-    entries(playbook)
-        .into_iter()
-        .map(|(_, e)| e)
-        .find(|e| e["name"] == name)
+    entries(playbook).into_iter().map(|(_, e)| e).find(|e| e["name"] == name)
 }
 
 /// Sum of one counter over all entries (absent counts as 0).
 pub fn counter_sum(playbook: &Value, counter: &str) -> u64 {
-    entries(playbook)
-        .iter()
-        .map(|(_, e)| e[counter].as_u64().unwrap_or(0))
-        .sum()
+    entries(playbook).iter().map(|(_, e)| e[counter].as_u64().unwrap_or(0)).sum()
 }
 
 /// Asserts `actual` is within `tolerance` of `expected`.
 #[track_caller]
 pub fn assert_close(actual: f64, expected: f64, tolerance: f64) {
-    assert!(
-        (actual - expected).abs() <= tolerance,
-        "{actual} is not within {tolerance} of {expected}"
-    );
+    assert!((actual - expected).abs() <= tolerance, "{actual} is not within {tolerance} of {expected}");
 }

@@ -1,6 +1,7 @@
 //! Integration tests of the `memdedup` facade: seed 000's scenarios and invariants, property
 //! tests of the playbook dedup rules, collection scans, and the real local model.
 
+mod errors;
 mod local_model;
 mod properties;
 mod scan;

@@ -8,9 +8,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use memdedup::{
-    CANONICAL_SECTIONS, DedupOutcome, Playbook, deduplicate_playbook, run_deduplication_with,
-};
+use memdedup::{CANONICAL_SECTIONS, DedupOutcome, Playbook, deduplicate_playbook, run_deduplication_with};
 use proptest::prelude::*;
 
 use crate::support::{FixedEmbedder, Row, playbook, poll_to_completion, threshold};
@@ -33,63 +31,35 @@ impl Case {
     }
 
     fn playbook(&self) -> Playbook {
-        let owned: Vec<(String, String)> = (0..self.rows.len())
-            .map(|i| (Self::name(i), Self::text(i)))
-            .collect();
+        let owned: Vec<(String, String)> = (0..self.rows.len()).map(|i| (Self::name(i), Self::text(i))).collect();
         let rows: Vec<Row<'_>> = self
             .rows
             .iter()
             .zip(&owned)
-            .map(|((s, _, h, x), (name, text))| {
-                (CANONICAL_SECTIONS[*s], name.as_str(), text.as_str(), *h, *x)
-            })
+            .map(|((s, _, h, x), (name, text))| (CANONICAL_SECTIONS[*s], name.as_str(), text.as_str(), *h, *x))
             .collect();
         playbook(&rows)
     }
 
     fn embedder(&self) -> FixedEmbedder {
-        FixedEmbedder::new(
-            self.rows
-                .iter()
-                .enumerate()
-                .map(|(i, (_, v, _, _))| (Self::text(i), v.clone())),
-        )
+        FixedEmbedder::new(self.rows.iter().enumerate().map(|(i, (_, v, _, _))| (Self::text(i), v.clone())))
     }
 
     fn dedup(&self, input: &Playbook) -> Playbook {
-        run_deduplication_with(
-            input.clone(),
-            Some(self.threshold),
-            Arc::new(self.embedder()),
-        )
+        run_deduplication_with(input.clone(), Some(self.threshold), Arc::new(self.embedder()))
     }
 }
 
 /// Playbooks of `entries` entries in 3 to 6 dimensions, around 1 to 5 centres.
-fn cases(
-    entries: std::ops::Range<usize>,
-    thresholds: std::ops::Range<f64>,
-) -> impl Strategy<Value = Case> {
+fn cases(entries: std::ops::Range<usize>, thresholds: std::ops::Range<f64>) -> impl Strategy<Value = Case> {
     (3usize..=6, 1usize..=5)
         .prop_flat_map(move |(dims, centres)| {
             // Centres have norm > 0.5 and noise at most 0.15 per component (< 0.37 in all),
             // so no vector is zero.
             let centre = prop::collection::vec(-1.0f32..1.0, dims)
-                .prop_filter("centre too short", |v| {
-                    v.iter().map(|x| x * x).sum::<f32>() > 0.25
-                });
-            let row = (
-                0usize..5,
-                0..centres,
-                prop::collection::vec(-0.15f32..0.15, dims),
-                0u64..1000,
-                0u64..1000,
-            );
-            (
-                prop::collection::vec(centre, centres),
-                prop::collection::vec(row, entries.clone()),
-                thresholds.clone(),
-            )
+                .prop_filter("centre too short", |v| v.iter().map(|x| x * x).sum::<f32>() > 0.25);
+            let row = (0usize..5, 0..centres, prop::collection::vec(-0.15f32..0.15, dims), 0u64..1000, 0u64..1000);
+            (prop::collection::vec(centre, centres), prop::collection::vec(row, entries.clone()), thresholds.clone())
         })
         .prop_map(|(centres, rows, threshold)| Case {
             rows: rows
@@ -105,19 +75,12 @@ fn cases(
 
 /// Sum of `(helpful, harmful)` over the whole playbook.
 fn totals(playbook: &Playbook) -> (u64, u64) {
-    playbook
-        .entries()
-        .iter()
-        .fold((0, 0), |(h, x), (_, e)| (h + e.helpful, x + e.harmful))
+    playbook.entries().iter().fold((0, 0), |(h, x), (_, e)| (h + e.helpful, x + e.harmful))
 }
 
 /// Entry names per section, in list order.
 fn layout(playbook: &Playbook) -> HashMap<String, Vec<String>> {
-    let mut out: HashMap<String, Vec<String>> = playbook
-        .section_names()
-        .into_iter()
-        .map(|s| (s, Vec::new()))
-        .collect();
+    let mut out: HashMap<String, Vec<String>> = playbook.section_names().into_iter().map(|s| (s, Vec::new())).collect();
     for (at, e) in playbook.entries() {
         out.entry(at.section).or_default().push(e.name);
     }
@@ -129,22 +92,14 @@ fn layout(playbook: &Playbook) -> HashMap<String, Vec<String>> {
 /// too close to the threshold for `f32` rounding to be irrelevant.
 fn oracle(case: &Case) -> Option<Playbook> {
     let input = case.playbook();
-    let vectors: HashMap<String, &Vec<f32>> = case
-        .rows
-        .iter()
-        .enumerate()
-        .map(|(i, (_, v, _, _))| (Case::text(i), v))
-        .collect();
+    let vectors: HashMap<String, &Vec<f32>> =
+        case.rows.iter().enumerate().map(|(i, (_, v, _, _))| (Case::text(i), v)).collect();
     let flat = input.entries();
     let unit: Vec<Vec<f64>> = flat
         .iter()
         .map(|(_, e)| {
             let v = vectors[&e.text];
-            let norm = v
-                .iter()
-                .map(|&x| f64::from(x) * f64::from(x))
-                .sum::<f64>()
-                .sqrt();
+            let norm = v.iter().map(|&x| f64::from(x) * f64::from(x)).sum::<f64>().sqrt();
             v.iter().map(|&x| f64::from(x) / norm).collect()
         })
         .collect();
@@ -178,15 +133,7 @@ fn oracle(case: &Case) -> Option<Playbook> {
         .iter()
         .enumerate()
         .filter(|&(i, _)| root(&mut component, i) == i)
-        .map(|(i, (at, e))| {
-            (
-                at.section.as_str(),
-                e.name.as_str(),
-                e.text.as_str(),
-                sums[i].0,
-                sums[i].1,
-            )
-        })
+        .map(|(i, (at, e))| (at.section.as_str(), e.name.as_str(), e.text.as_str(), sums[i].0, sums[i].1))
         .collect();
     Some(playbook(&rows))
 }
@@ -253,20 +200,14 @@ proptest! {
 
 /// Deduplicates inside a rayon pool of `threads` threads. Without a tokio runtime the
 /// facade groups on the calling thread, so the all-pairs comparison runs on that pool.
+/// Also returns what `run_deduplication_with` gives there (it starts its own runtime and
+/// groups on a blocking thread, i.e. in rayon's global pool).
 fn dedup_in_pool(case: &Case, input: &Playbook, threads: usize) -> (DedupOutcome, Playbook) {
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .expect("a rayon pool");
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("a rayon pool");
     let embedder = case.embedder();
     pool.install(|| {
-        let outcome = poll_to_completion(deduplicate_playbook(
-            input,
-            &embedder,
-            threshold(case.threshold),
-            &|_, _| {},
-        ))
-        .unwrap_or_else(|e| panic!("deduplication failed: {e}"));
+        let outcome = poll_to_completion(deduplicate_playbook(input, &embedder, threshold(case.threshold), &|_, _| {}))
+            .unwrap_or_else(|e| panic!("deduplication failed: {e}"));
         (outcome, case.dedup(input))
     })
 }

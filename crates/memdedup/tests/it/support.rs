@@ -11,8 +11,8 @@ use std::task::{Context, Poll, Waker};
 use async_trait::async_trait;
 use memdedup::crates::embed::Error as EmbedError;
 use memdedup::{
-    CANONICAL_SECTIONS, DedupOutcome, Embedder, Embedding, Entry, EntryRef, Playbook, Threshold,
-    deduplicate_playbook, run_deduplication_with,
+    CANONICAL_SECTIONS, DedupOutcome, Embedder, Embedding, Entry, EntryRef, Playbook, Threshold, deduplicate_playbook,
+    run_deduplication_with,
 };
 use serde_json::{Map, Value, json};
 
@@ -36,8 +36,7 @@ impl FixedEmbedder {
 
     /// An embedder answering each text of `pairs` with its vector.
     pub fn new<T: Into<String>>(pairs: impl IntoIterator<Item = (T, Vec<f32>)>) -> Self {
-        let vectors: HashMap<String, Vec<f32>> =
-            pairs.into_iter().map(|(t, v)| (t.into(), v)).collect();
+        let vectors: HashMap<String, Vec<f32>> = pairs.into_iter().map(|(t, v)| (t.into(), v)).collect();
         let dims = vectors.values().next().map_or(1, Vec::len);
         assert!(
             vectors.values().all(|v| v.len() == dims && dims > 0),
@@ -59,20 +58,14 @@ impl FixedEmbedder {
 
     /// The embedding of a known text, as the embedder returns it.
     pub fn embedding(&self, text: &str) -> Embedding {
-        let values = self
-            .vectors
-            .get(text)
-            .unwrap_or_else(|| panic!("no fixed vector for {text:?}"));
-        Embedding::new(values.clone())
-            .unwrap_or_else(|e| panic!("fixed vector for {text:?} is invalid: {e}"))
+        let values = self.vectors.get(text).unwrap_or_else(|| panic!("no fixed vector for {text:?}"));
+        Embedding::new(values.clone()).unwrap_or_else(|e| panic!("fixed vector for {text:?} is invalid: {e}"))
     }
 
     /// Cosine of two known texts, computed the way the grouping sees it (unit `f32`
     /// vectors).
     pub fn cosine(&self, a: &str, b: &str) -> f32 {
-        self.embedding(a)
-            .cosine(&self.embedding(b))
-            .unwrap_or_else(|e| panic!("cosine of {a:?} and {b:?}: {e}"))
+        self.embedding(a).cosine(&self.embedding(b)).unwrap_or_else(|e| panic!("cosine of {a:?} and {b:?}: {e}"))
     }
 }
 
@@ -90,9 +83,10 @@ impl Embedder for FixedEmbedder {
         texts
             .iter()
             .map(|text| {
-                let values = self.vectors.get(text).ok_or_else(|| {
-                    EmbedError::Inference(format!("no fixed vector for text {text:?}"))
-                })?;
+                let values = self
+                    .vectors
+                    .get(text)
+                    .ok_or_else(|| EmbedError::Inference(format!("no fixed vector for text {text:?}")))?;
                 Ok(Embedding::new(values.clone())?)
             })
             .collect()
@@ -106,31 +100,20 @@ pub fn vectors_with_cosines(gram: &[Vec<f64>]) -> Vec<Vec<f32>> {
     let mut l = vec![vec![0.0f64; n]; n];
     for i in 0..n {
         assert_eq!(gram[i].len(), n, "the cosine matrix must be square");
-        assert!(
-            (gram[i][i] - 1.0).abs() < 1e-12,
-            "cosine of a text with itself must be 1"
-        );
+        assert!((gram[i][i] - 1.0).abs() < 1e-12, "cosine of a text with itself must be 1");
         for j in 0..=i {
-            assert!(
-                (gram[i][j] - gram[j][i]).abs() < 1e-12,
-                "the cosine matrix must be symmetric"
-            );
+            assert!((gram[i][j] - gram[j][i]).abs() < 1e-12, "the cosine matrix must be symmetric");
             let dot: f64 = (0..j).map(|k| l[i][k] * l[j][k]).sum();
             if i == j {
                 let d = gram[i][i] - dot;
-                assert!(
-                    d > 0.0,
-                    "these cosines are impossible together (matrix not positive definite)"
-                );
+                assert!(d > 0.0, "these cosines are impossible together (matrix not positive definite)");
                 l[i][i] = d.sqrt();
             } else {
                 l[i][j] = (gram[i][j] - dot) / l[j][j];
             }
         }
     }
-    l.into_iter()
-        .map(|row| row.into_iter().map(|x| x as f32).collect())
-        .collect()
+    l.into_iter().map(|row| row.into_iter().map(|x| x as f32).collect()).collect()
 }
 
 /// How many times an embedder was called, and with how many texts in all.
@@ -162,10 +145,7 @@ pub struct CountingEmbedder {
 impl CountingEmbedder {
     /// Counts the calls made to `inner`.
     pub fn new(inner: impl Embedder + 'static) -> Self {
-        Self {
-            inner: Box::new(inner),
-            calls: EmbedCalls::default(),
-        }
+        Self { inner: Box::new(inner), calls: EmbedCalls::default() }
     }
 
     /// A handle on the counters.
@@ -199,17 +179,12 @@ pub struct FailingEmbedder {
 impl FailingEmbedder {
     /// Fails with whatever `error` returns.
     pub fn new(error: impl Fn() -> EmbedError + Send + Sync + 'static) -> Self {
-        Self {
-            error: Box::new(error),
-        }
+        Self { error: Box::new(error) }
     }
 
     /// Fails as if the model files were not installed.
     pub fn model_missing() -> Self {
-        Self::new(|| EmbedError::ModelMissing {
-            dir: "/nonexistent/model".into(),
-            missing: "model.onnx".into(),
-        })
+        Self::new(|| EmbedError::ModelMissing { dir: "/nonexistent/model".into(), missing: "model.onnx".into() })
     }
 
     /// Fails as if inference broke (`RuntimeError` in the seed).
@@ -254,20 +229,19 @@ impl Embedder for PanickingEmbedder {
     }
 }
 
+/// What a [`ScriptedEmbedder`] answers for a batch of texts.
+type Script = dyn Fn(&[String]) -> EmbedResult<Vec<Embedding>> + Send + Sync;
+
 /// Answers with whatever its script returns for the texts: for embedders that break
 /// their contract (wrong count, mixed dimensions).
 pub struct ScriptedEmbedder {
-    script: Box<dyn Fn(&[String]) -> EmbedResult<Vec<Embedding>> + Send + Sync>,
+    script: Box<Script>,
 }
 
 impl ScriptedEmbedder {
     /// Answers every call with `script(texts)`.
-    pub fn new(
-        script: impl Fn(&[String]) -> EmbedResult<Vec<Embedding>> + Send + Sync + 'static,
-    ) -> Self {
-        Self {
-            script: Box::new(script),
-        }
+    pub fn new(script: impl Fn(&[String]) -> EmbedResult<Vec<Embedding>> + Send + Sync + 'static) -> Self {
+        Self { script: Box::new(script) }
     }
 }
 
@@ -300,9 +274,7 @@ pub fn playbook(rows: &[Row<'_>]) -> Playbook {
         sections.insert(name.to_owned(), Value::Array(Vec::new()));
     }
     for &(section, name, text, helpful, harmful) in rows {
-        let list = sections
-            .entry(section.to_owned())
-            .or_insert_with(|| Value::Array(Vec::new()));
+        let list = sections.entry(section.to_owned()).or_insert_with(|| Value::Array(Vec::new()));
         if let Value::Array(list) = list {
             list.push(json!({"name": name, "text": text, "helpful": helpful, "harmful": harmful}));
         }
@@ -322,21 +294,12 @@ pub fn find(playbook: &Playbook, name: &str) -> Option<(EntryRef, Entry)> {
 
 /// Names of all entries, in flat (canonical) order.
 pub fn names(playbook: &Playbook) -> Vec<String> {
-    playbook
-        .entries()
-        .into_iter()
-        .map(|(_, e)| e.name)
-        .collect()
+    playbook.entries().into_iter().map(|(_, e)| e.name).collect()
 }
 
 /// An entry as [`Playbook::entries`] reports it.
 pub fn entry(name: &str, text: &str, helpful: u64, harmful: u64) -> Entry {
-    Entry {
-        name: name.to_owned(),
-        text: text.to_owned(),
-        helpful,
-        harmful,
-    }
+    Entry { name: name.to_owned(), text: text.to_owned(), helpful, harmful }
 }
 
 /// A valid threshold.
@@ -349,27 +312,15 @@ pub fn threshold(value: f64) -> Threshold {
 /// that they agree and that the input was not touched, and returns the rich outcome.
 pub fn dedup_both(input: &Playbook, threshold_value: f64, embedder: FixedEmbedder) -> DedupOutcome {
     let untouched = input.clone();
-    let simple = run_deduplication_with(
-        input.clone(),
-        Some(threshold_value),
-        Arc::new(embedder.clone()),
-    );
+    let simple = run_deduplication_with(input.clone(), Some(threshold_value), Arc::new(embedder.clone()));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap_or_else(|e| panic!("cannot start a runtime: {e}"));
     let outcome = runtime
-        .block_on(deduplicate_playbook(
-            input,
-            &embedder,
-            threshold(threshold_value),
-            &|_, _| {},
-        ))
+        .block_on(deduplicate_playbook(input, &embedder, threshold(threshold_value), &|_, _| {}))
         .unwrap_or_else(|e| panic!("deduplication failed: {e}"));
-    assert_eq!(
-        simple, outcome.playbook,
-        "run_deduplication_with and deduplicate_playbook disagree"
-    );
+    assert_eq!(simple, outcome.playbook, "run_deduplication_with and deduplicate_playbook disagree");
     assert_eq!(*input, untouched, "the input playbook was modified");
     outcome
 }
@@ -402,10 +353,7 @@ struct LogBuffer(Arc<Mutex<Vec<u8>>>);
 
 impl io::Write for LogBuffer {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .extend_from_slice(buf);
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).extend_from_slice(buf);
         Ok(buf.len())
     }
 
@@ -433,8 +381,7 @@ pub fn capture_logs<R>(f: impl FnOnce() -> R) -> (R, String) {
         .with_max_level(tracing::Level::INFO)
         .finish();
     let out = tracing::subscriber::with_default(subscriber, f);
-    let logs = String::from_utf8_lossy(&buffer.0.lock().unwrap_or_else(PoisonError::into_inner))
-        .into_owned();
+    let logs = String::from_utf8_lossy(&buffer.0.lock().unwrap_or_else(PoisonError::into_inner)).into_owned();
     (out, logs)
 }
 
@@ -459,10 +406,7 @@ impl ScopedEnv {
     /// Sets each `(name, Some(value))` and removes each `(name, None)`.
     pub fn set(vars: &[(&str, Option<&str>)]) -> Self {
         let lock = env_lock();
-        let saved = vars
-            .iter()
-            .map(|(name, _)| ((*name).to_owned(), std::env::var_os(name)))
-            .collect();
+        let saved = vars.iter().map(|(name, _)| ((*name).to_owned(), std::env::var_os(name))).collect();
         for (name, value) in vars {
             set_var(name, value.map(OsString::from));
         }
