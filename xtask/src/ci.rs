@@ -34,12 +34,14 @@ pub fn run(root: &Path) -> Result<()> {
     let steps: Vec<Step<'_>> = vec![
         ("cargo fmt --all -- --check", Box::new(|| cargo_step(root, &["fmt", "--all", "--", "--check"]))),
         (
-            "cargo clippy --workspace --all-targets -- -D warnings",
-            Box::new(|| cargo_step(root, &["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])),
+            "cargo clippy --workspace --all-targets --all-features -- -D warnings",
+            Box::new(|| {
+                cargo_step(root, &["clippy", "--workspace", "--all-targets", "--all-features", "--", "-D", "warnings"])
+            }),
         ),
         ("fetch-model", Box::new(|| crate::model::fetch_model(None).map(|_| Outcome::Passed))),
         (
-            "cargo test --workspace",
+            "cargo test --workspace --all-features",
             Box::new(|| {
                 let counts = cargo_test(root)?;
                 totals.set(counts);
@@ -82,11 +84,11 @@ pub fn run(root: &Path) -> Result<()> {
     Ok(())
 }
 
-/// `cargo test --workspace`, its stdout passed through line by line and its
+/// `cargo test --workspace --all-features`, its stdout passed through line by line and its
 /// `test result:` lines added up.
 fn cargo_test(root: &Path) -> Result<TestCounts> {
     let mut cmd = cargo();
-    cmd.args(["test", "--workspace"]).current_dir(root).stdout(Stdio::piped());
+    cmd.args(["test", "--workspace", "--all-features"]).current_dir(root).stdout(Stdio::piped());
     let line = process::describe(&cmd);
     let mut child = cmd.spawn().with_context(|| format!("could not start `{line}`"))?;
     let mut counts = TestCounts::default();

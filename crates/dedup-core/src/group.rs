@@ -19,6 +19,10 @@ use rayon::prelude::*;
 
 use crate::{Embedding, Error, Result, Threshold};
 
+/// Scores within this distance below the threshold count as reaching it, so that f32
+/// rounding never splits identical texts at threshold 1.0.
+pub const SCORE_TOLERANCE: f32 = 2e-6;
+
 /// Tuning for [`group_by_similarity_with`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GroupOptions {
@@ -149,7 +153,9 @@ struct Accumulator {
 fn spanning_forest(matrix: &[f32], n: usize, dims: usize, options: GroupOptions) -> Vec<RawEdge> {
     let tile = options.tile_size.max(1);
     let blocks = n.div_ceil(tile);
-    let threshold = options.threshold.as_f32();
+    // f32 rounding: the dot product of a unit vector with itself can come out a few ulps
+    // below 1, so scores within SCORE_TOLERANCE of the threshold count as reaching it.
+    let threshold = options.threshold.as_f32() - SCORE_TOLERANCE;
     let base_cap = 4 * n + 4096;
     let tiles: Vec<(usize, usize)> = (0..blocks).flat_map(|bi| (bi..blocks).map(move |bj| (bi, bj))).collect();
     let new_acc = || Accumulator { edges: Vec::new(), cap: base_cap, scratch: Vec::new() };

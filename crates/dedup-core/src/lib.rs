@@ -21,7 +21,7 @@ mod threshold;
 
 pub use embedding::Embedding;
 pub use error::{Error, Result};
-pub use group::{Edge, Group, GroupOptions, group_by_similarity, group_by_similarity_with};
+pub use group::{Edge, Group, GroupOptions, SCORE_TOLERANCE, group_by_similarity, group_by_similarity_with};
 pub use merge::{Absorbed, MergePlan, MergedGroup, merge_counters};
 pub use playbook::{CANONICAL_SECTIONS, Entry, EntryRef, Playbook};
 pub use threshold::{DEFAULT_THRESHOLD, THRESHOLD_ENV_VAR, Threshold};

@@ -6,23 +6,30 @@
 //! ([`ModelDir`] finds it). [`OpenAiEmbedder`] speaks the OpenAI-compatible
 //! `/v1/embeddings` wire format (OpenAI, Ollama, vLLM, TEI).
 //!
+//! Backends are features: `local` (the ONNX model) and `openai` (the HTTP client); the
+//! trait, [`ModelDir`] and the pinned-file list are always there.
+//!
 //! **Architecture invariant:** this crate depends on `dedup-core` only among memdedup's
 //! crates; it knows nothing of storage. CPU-heavy inference never runs on an async worker
 //! thread.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 mod error;
+#[cfg(feature = "local")]
 mod local;
 mod model_dir;
+#[cfg(feature = "openai")]
 mod openai;
 
 use async_trait::async_trait;
 pub use dedup_core::Embedding;
 pub use error::{Error, Result};
+#[cfg(feature = "local")]
 pub use local::{LOCAL_MODEL_ID, LocalEmbedder, LocalOptions};
 pub use model_dir::{
     HOME_ENV_VAR, MODEL_DIR_ENV_VAR, MODEL_DIR_NAME, ModelDir, ModelFile, ModelLock, PinnedWheel, model_lock,
 };
+#[cfg(feature = "openai")]
 pub use openai::{OpenAiConfig, OpenAiEmbedder};
 
 /// Something that turns texts into unit-normalised embeddings.

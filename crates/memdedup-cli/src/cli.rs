@@ -22,8 +22,9 @@ pub(crate) struct Cli {
 #[derive(Debug, Args)]
 pub(crate) struct GlobalArgs {
     /// Directory of the local model (default: $MEMDEDUP_MODEL_DIR, then
-    /// $MEMDEDUP_HOME/models/all-minilm-l6-v2-int8, then ~/.cache/memdedup/models/...).
-    #[arg(long, global = true, value_name = "DIR", env = "MEMDEDUP_MODEL_DIR", hide_env = true)]
+    /// $MEMDEDUP_HOME/models/all-minilm-l6-v2-int8, then
+    /// ${XDG_CACHE_HOME:-~/.cache}/memdedup/models/all-minilm-l6-v2-int8).
+    #[arg(long, global = true, value_name = "DIR")]
     pub model_dir: Option<PathBuf>,
     /// No progress bar and no warnings, only errors.
     #[arg(long, short, global = true)]

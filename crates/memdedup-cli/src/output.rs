@@ -56,7 +56,11 @@ pub(crate) fn score(value: f32) -> f64 {
 
 /// `1 item`, `2 items`.
 pub(crate) fn plural(n: usize, noun: &str) -> String {
-    if n == 1 { format!("1 {noun}") } else { format!("{n} {noun}s") }
+    match (n, noun.strip_suffix('y')) {
+        (1, _) => format!("1 {noun}"),
+        (_, Some(stem)) => format!("{n} {stem}ies"),
+        (_, None) => format!("{n} {noun}s"),
+    }
 }
 
 /// First `max` characters of `text` on one line, with an ellipsis when cut.

@@ -9,7 +9,7 @@ use serde_json::json;
 use crate::UsageError;
 use crate::cli::{GlobalArgs, PlaybookDedupArgs};
 use crate::input::{display_name, read_text, without_bom};
-use crate::output::{emit, score, write_atomically};
+use crate::output::{emit, plural, score, write_atomically};
 use crate::progress::embedding_bar;
 
 /// Where the deduplicated playbook goes.
@@ -139,13 +139,17 @@ fn report_human(r: &DedupReport, written: Option<&str>, dry_run: bool, skipped: 
     if let Some(reason) = skipped {
         out.push_str(&format!("deduplication skipped (playbook unchanged): {reason}\n"));
     } else if r.plan.is_empty() {
-        out.push_str(&format!("no duplicates among {} entries (threshold {})\n", r.entries_before, r.threshold));
+        out.push_str(&format!(
+            "no duplicates among {} (threshold {})\n",
+            plural(r.entries_before, "entry"),
+            r.threshold
+        ));
     } else {
         let verb = if dry_run { "would merge" } else { "merged" };
         out.push_str(&format!(
-            "{verb} {} entries into {} survivors (threshold {}, model {}):\n",
-            r.plan.absorbed_count(),
-            r.plan.groups.len(),
+            "{verb} {} into {} (threshold {}, model {}):\n",
+            plural(r.plan.absorbed_count(), "entry"),
+            plural(r.plan.groups.len(), "survivor"),
             r.threshold,
             r.model
         ));
@@ -160,7 +164,7 @@ fn report_human(r: &DedupReport, written: Option<&str>, dry_run: bool, skipped: 
             }
         }
     }
-    out.push_str(&format!("{} entries -> {} entries", r.entries_before, r.entries_after));
+    out.push_str(&format!("{} -> {}", plural(r.entries_before, "entry"), plural(r.entries_after, "entry")));
     match (written, dry_run) {
         (_, true) => out.push_str(" (dry run, nothing written)\n"),
         (Some(path), false) => out.push_str(&format!("; wrote {path}\n")),

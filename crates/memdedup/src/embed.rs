@@ -3,16 +3,29 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::{Embedder, Embedding, Error, LocalEmbedder, ModelDir, Result};
+use crate::{Embedder, Embedding, Error, ModelDir, Result};
 
 /// Texts per call to the embedder in [`embed_texts`]; progress is reported after each.
 pub const EMBED_CHUNK: usize = 256;
 
-/// The default embedder: the offline [`LocalEmbedder`] from the located model directory
+/// The default embedder: the offline `LocalEmbedder` from the located model directory
 /// (see [`ModelDir::locate`]). Nothing is loaded until first use.
+///
+/// Without the `local` feature there is no default embedder: the error says so, and the
+/// fail-open entry points skip deduplication.
 pub fn default_embedder(model_dir: Option<&std::path::Path>) -> Result<Arc<dyn Embedder>> {
     let dir = ModelDir::locate(model_dir)?;
-    Ok(Arc::new(LocalEmbedder::new(dir)))
+    #[cfg(feature = "local")]
+    {
+        Ok(Arc::new(crate::LocalEmbedder::new(dir)))
+    }
+    #[cfg(not(feature = "local"))]
+    {
+        Err(Error::Embedder(dedup_embed::Error::Config(format!(
+            "memdedup was built without the `local` feature, so there is no default embedder (model dir {})",
+            dir.path().display()
+        ))))
+    }
 }
 
 /// Embeds `texts`, returning one embedding per text in input order.
@@ -58,5 +71,14 @@ pub async fn embed_texts(
         progress(done, total);
     }
     let vectors: Vec<Embedding> = vectors.into_iter().flatten().collect();
+    if let Some(first) = vectors.first()
+        && let Some(odd) = vectors.iter().find(|v| v.dims() != first.dims())
+    {
+        return Err(Error::EmbedderDimensions {
+            model: embedder.model_id().to_owned(),
+            expected: first.dims(),
+            got: odd.dims(),
+        });
+    }
     Ok(slots.into_iter().map(|s| vectors[s].clone()).collect())
 }

@@ -10,7 +10,17 @@ pub enum Error {
     /// Embedding failed: model missing or corrupt, API down or rejecting the request.
     #[error(transparent)]
     Embedder(#[from] dedup_embed::Error),
-    /// The embedder broke its contract (wrong number of vectors, mixed dimensions).
+    /// The embedder returned vectors of different dimensions.
+    #[error("embedder {model} returned vectors of {got} dims after vectors of {expected} dims")]
+    EmbedderDimensions {
+        /// The embedder's model id.
+        model: String,
+        /// Dimensions of the first vector.
+        expected: usize,
+        /// Dimensions of an offending vector.
+        got: usize,
+    },
+    /// The embedder broke its contract: a wrong number of vectors.
     #[error("embedder {model} returned {got} vectors for {expected} texts")]
     EmbedderContract {
         /// The embedder's model id.
@@ -28,7 +38,7 @@ impl Error {
     pub fn is_unavailable(&self) -> bool {
         match self {
             Error::Embedder(e) => e.is_unavailable(),
-            Error::EmbedderContract { .. } => true,
+            Error::EmbedderContract { .. } | Error::EmbedderDimensions { .. } => true,
             Error::Input(_) => false,
         }
     }

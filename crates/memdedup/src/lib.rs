@@ -21,9 +21,13 @@ pub use dedup_core::{
     MergedGroup, Playbook, THRESHOLD_ENV_VAR, Threshold, group_by_similarity, group_by_similarity_with,
 };
 #[doc(inline)]
-pub use dedup_embed::{
-    Embedder, LOCAL_MODEL_ID, LocalEmbedder, LocalOptions, MODEL_DIR_ENV_VAR, ModelDir, OpenAiConfig, OpenAiEmbedder,
-};
+pub use dedup_embed::{Embedder, MODEL_DIR_ENV_VAR, ModelDir};
+#[cfg(feature = "local")]
+#[doc(inline)]
+pub use dedup_embed::{LOCAL_MODEL_ID, LocalEmbedder, LocalOptions};
+#[cfg(feature = "openai")]
+#[doc(inline)]
+pub use dedup_embed::{OpenAiConfig, OpenAiEmbedder};
 
 pub use collection::{CollectionItem, DEFAULT_NAMESPACE, ScanGroup, ScanOptions, ScanReport, scan_collection};
 pub use embed::{EMBED_CHUNK, default_embedder, embed_texts};

@@ -135,7 +135,7 @@ pub fn run_deduplication_with(playbook: Playbook, threshold: Option<f64>, embedd
                 .map_err(|e| e.to_string())
         };
         if tokio::runtime::Handle::try_current().is_ok() {
-            std::thread::scope(|s| s.spawn(run).join()).unwrap_or_else(|_| Err("deduplication panicked".into()))
+            std::thread::scope(|s| s.spawn(run).join()).unwrap_or_else(|payload| Err(panic_message(&*payload)))
         } else {
             run()
         }
@@ -146,11 +146,21 @@ pub fn run_deduplication_with(playbook: Playbook, threshold: Option<f64>, embedd
             warn_skipped(&reason);
             playbook
         }
-        Err(_) => {
-            warn_skipped("deduplication panicked");
+        Err(payload) => {
+            warn_skipped(&panic_message(&*payload));
             playbook
         }
     }
+}
+
+/// "deduplication panicked: MESSAGE" from a panic payload.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    let message = payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-text panic payload".into());
+    format!("deduplication panicked: {message}")
 }
 
 fn warn_skipped(reason: &str) {

@@ -91,6 +91,16 @@ fn transitive_chain_is_one_group_with_weakest_link() {
 }
 
 #[test]
+fn identical_vectors_group_at_threshold_exactly_one() {
+    // Components chosen so that the f32 self-dot product rounds below 1.
+    let v = Embedding::new((0..384).map(|i| ((i * 7919) % 101) as f32 / 37.0 - 1.3).collect()).unwrap();
+    let e = vec![v.clone(), v.clone(), Embedding::new((0..384).map(|i| i as f32).collect()).unwrap(), v];
+    let groups = group_by_similarity(&e, t(1.0)).unwrap();
+    assert_eq!(groups.len(), 1);
+    assert_eq!(groups[0].members, vec![0, 1, 3]);
+}
+
+#[test]
 fn fewer_than_two_items_give_no_groups() {
     assert!(group_by_similarity(&[], t(0.5)).unwrap().is_empty());
     assert!(group_by_similarity(&random_embeddings(1, 8, 1), t(0.0)).unwrap().is_empty());

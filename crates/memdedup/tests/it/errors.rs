@@ -49,8 +49,8 @@ fn embedder_returning_too_few_vectors_breaks_its_contract() {
     assert_eq!(err.to_string(), "embedder scripted returned 1 vectors for 2 texts");
 }
 
-/// `Error::EmbedderContract` documents mixed dimensions as a broken embedder contract, a
-/// service problem rather than bad input.
+/// Mixed dimensions from the embedder are a broken embedder contract, a service problem
+/// rather than bad input.
 #[test]
 fn embedder_returning_mixed_dimensions_breaks_its_contract() {
     let mixed = ScriptedEmbedder::new(|texts| {
@@ -58,7 +58,7 @@ fn embedder_returning_mixed_dimensions_breaks_its_contract() {
     });
     let err = dedup_error(&mixed);
     assert!(err.is_unavailable(), "mixed dimensions from the embedder are reported as bad input: {err:?}");
-    assert!(matches!(err, Error::EmbedderContract { .. }), "{err:?}");
+    assert!(matches!(err, Error::EmbedderDimensions { expected: 2, got: 3, .. }), "{err:?}");
 }
 
 #[test]
