@@ -238,7 +238,7 @@ fn bench_embedding() {
     println!("embedding: model load {:.0} ms", started.elapsed().as_secs_f64() * 1e3);
     // Warm up.
     runtime.block_on(embedder.embed(&texts[..64])).expect("embed");
-    for batch_size in [4, 8, 16, 32] {
+    for batch_size in [4, 8, 16, 32, 64] {
         let e = LocalEmbedder::with_options(dir.clone(), LocalOptions { batch_size, ..tuned });
         let started = Instant::now();
         let out = runtime.block_on(e.embed(&texts)).expect("embed");
