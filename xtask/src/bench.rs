@@ -1,4 +1,4 @@
-//! `cargo xtask bench`: the criterion throughput bench, then cold-process timings of the CLI.
+//! `cargo xtask bench`: the throughput bench (a plain `harness = false` binary), then cold-process timings of the CLI.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -21,7 +21,7 @@ const ENTRIES: usize = 1000;
 const SEED: u64 = 2026;
 const RUNS: usize = 3;
 
-/// Runs the criterion bench (unless `e2e_only`) and the end-to-end timings.
+/// Runs the throughput bench (unless `e2e_only`) and the end-to-end timings.
 pub fn run(root: &Path, e2e_only: bool, bench_args: &[String]) -> Result<()> {
     if !e2e_only {
         let shown = if bench_args.is_empty() { String::new() } else { format!(" -- {}", bench_args.join(" ")) };
