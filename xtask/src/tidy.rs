@@ -12,16 +12,25 @@ use anyhow::{Context, Result, bail};
 
 use crate::process;
 
-/// Crates that must not appear anywhere in `dedup-core`'s normal dependency tree: no async
-/// runtime, no database driver, no HTTP stack, no ONNX Runtime.
-const CORE_FORBIDDEN: [&str; 7] = ["tokio", "async-std", "sqlx", "reqwest", "ort", "fastembed", "hyper"];
+/// Heavy crates: an async runtime, a database driver, an HTTP stack, ONNX Runtime.
+const HEAVY: [&str; 7] = ["tokio", "async-std", "sqlx", "reqwest", "ort", "fastembed", "hyper"];
+
+/// The members whose normal dependency tree must hold none of [`HEAVY`], and why.
+const HEAVY_FORBIDDEN: [(&str, &str); 2] = [
+    ("dedup-core", "no async runtime, database, HTTP or ONNX in the pure core"),
+    ("xtask", "xtask must stay quick to build: depend on dedup-embed without features"),
+];
 
 /// The only workspace members allowed a direct normal dependency on `anyhow`.
 const ANYHOW_ALLOWED: [&str; 2] = ["memdedup-cli", "xtask"];
 
 /// For each crate, the only memdedup crates it may depend on (directly or not).
-const INTERNAL_DEPS_ALLOWED: [(&str, &[&str]); 3] =
-    [("dedup-core", &[]), ("dedup-embed", &["dedup-core"]), ("dedup-store", &["dedup-core"])];
+const INTERNAL_DEPS_ALLOWED: [(&str, &[&str]); 4] = [
+    ("dedup-core", &[]),
+    ("dedup-embed", &["dedup-core"]),
+    ("dedup-store", &["dedup-core"]),
+    ("xtask", &["dedup-core", "dedup-embed"]),
+];
 
 /// One broken rule: where, and which rule.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -187,9 +196,10 @@ fn rust_files(dir: &Path) -> Result<Vec<PathBuf>> {
 
 /// The dependency rules, read from `cargo tree` for each member (normal edges only, all
 /// features, all targets):
-/// - `dedup-core` has none of [`CORE_FORBIDDEN`] anywhere in its tree;
-/// - `dedup-core`, `dedup-embed` and `dedup-store` reach only the memdedup crates that
-///   [`INTERNAL_DEPS_ALLOWED`] lists (so embed and store never depend on each other);
+/// - the [`HEAVY_FORBIDDEN`] members (`dedup-core`, `xtask`) have none of [`HEAVY`]
+///   anywhere in their tree;
+/// - `dedup-core`, `dedup-embed`, `dedup-store` and `xtask` reach only the memdedup crates
+///   that [`INTERNAL_DEPS_ALLOWED`] lists (so embed and store never depend on each other);
 /// - only [`ANYHOW_ALLOWED`] members have `anyhow` as a direct normal dependency.
 ///
 /// One `cargo tree` per crate: with several `-p`, a subtree already printed under one root
@@ -252,13 +262,13 @@ fn parse_cargo_tree(output: &str) -> Result<BTreeMap<String, Tree>> {
 
 fn dependency_failures(krate: &str, tree: &Tree, internal: &BTreeSet<&str>) -> Vec<Failure> {
     let mut failures = Vec::new();
-    if krate == "dedup-core" {
-        for dep in CORE_FORBIDDEN.iter().filter(|d| tree.contains_key(**d)) {
+    if let Some((_, why)) = HEAVY_FORBIDDEN.iter().find(|(k, _)| *k == krate) {
+        for dep in HEAVY.iter().filter(|d| tree.contains_key(**d)) {
             failures.push(failure(
                 krate,
                 format!(
-                    "must not depend on `{dep}`, even indirectly (no async runtime, database, \
-                     HTTP or ONNX in the pure core); see `cargo tree -e normal -i {dep} -p {krate}`"
+                    "must not depend on `{dep}`, even indirectly ({why}); \
+                     see `cargo tree -e normal -i {dep} -p {krate}`"
                 ),
             ));
         }
@@ -419,6 +429,14 @@ mod tests {
         assert_eq!(dependency_failures("dedup-embed", &embed, &internal).len(), 1);
         let store = tree(&[("dedup-core", 1), ("dedup-embed", 1)]);
         assert_eq!(dependency_failures("dedup-store", &store, &internal).len(), 1);
+        let light_xtask = tree(&[("dedup-embed", 1), ("dedup-core", 2), ("anyhow", 1)]);
+        assert!(dependency_failures("xtask", &light_xtask, &internal).is_empty());
+        let heavy_xtask = tree(&[("dedup-embed", 1), ("tokio", 2), ("dedup-store", 1)]);
+        let rules: Vec<String> =
+            dependency_failures("xtask", &heavy_xtask, &internal).into_iter().map(|f| f.rule).collect();
+        assert_eq!(rules.len(), 2, "{rules:?}");
+        assert!(rules.iter().any(|r| r.contains("`tokio`") && r.contains("quick to build")), "{rules:?}");
+        assert!(rules.iter().any(|r| r.contains("`dedup-store`")), "{rules:?}");
         let lib_anyhow = tree(&[("anyhow", 1)]);
         assert_eq!(dependency_failures("memdedup", &lib_anyhow, &internal).len(), 1);
         assert!(dependency_failures("memdedup-cli", &lib_anyhow, &internal).is_empty());

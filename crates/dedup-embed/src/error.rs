@@ -26,6 +26,10 @@ pub enum Error {
         /// What was found wrong.
         reason: String,
     },
+    /// A model lock (the list of pinned wheels and files) is malformed; the message names
+    /// the line.
+    #[error("invalid model lock: {0}")]
+    InvalidLock(String),
     /// No model cache directory could be determined (no MEMDEDUP_HOME, no home directory).
     #[error("cannot locate the model cache: set MEMDEDUP_HOME or MEMDEDUP_MODEL_DIR")]
     NoCacheDir,

@@ -7,7 +7,9 @@
 //! `/v1/embeddings` wire format (OpenAI, Ollama, vLLM, TEI).
 //!
 //! Backends are features: `local` (the ONNX model) and `openai` (the HTTP client); the
-//! trait, [`ModelDir`] and the pinned-file list are always there.
+//! trait, [`ModelDir`] and the pinned-file list ([`model_lock`], [`ModelLock`]) are always
+//! there. Without features the crate pulls in no async runtime, HTTP stack or ONNX
+//! Runtime, so `xtask` can use its model lock and model-dir lookup and stay quick to build.
 //!
 //! **Architecture invariant:** this crate depends on `dedup-core` only among memdedup's
 //! crates; it knows nothing of storage. CPU-heavy inference never runs on an async worker

