@@ -26,8 +26,8 @@ struct TestCounts {
     ignored: u64,
 }
 
-/// Runs fmt, clippy, fetch-model, test, tidy and cargo-deny; prints a header and the
-/// elapsed time per step.
+/// Runs fmt, clippy, fetch-model, test, tidy, rustdoc and cargo-deny; prints a header and
+/// the elapsed time per step.
 pub fn run(root: &Path) -> Result<()> {
     type Step<'a> = (&'a str, Box<dyn Fn() -> Result<Outcome> + 'a>);
     let totals = std::cell::Cell::new(TestCounts::default());
@@ -49,6 +49,18 @@ pub fn run(root: &Path) -> Result<()> {
             }),
         ),
         ("tidy", Box::new(|| crate::tidy::run(root).map(|()| Outcome::Passed))),
+        (
+            "cargo doc --workspace --no-deps --all-features (warnings denied)",
+            Box::new(|| {
+                process::run(
+                    cargo()
+                        .args(["doc", "--workspace", "--no-deps", "--all-features"])
+                        .env("RUSTDOCFLAGS", "-D warnings")
+                        .current_dir(root),
+                )?;
+                Ok(Outcome::Passed)
+            }),
+        ),
         ("cargo deny", Box::new(|| deny(root))),
     ];
 

@@ -39,7 +39,7 @@ Commands:
                             XDG_CACHE_HOME defaulting to ~/.cache); a no-op when the
                             files are already there with their pinned sha256
   tidy                      check module docs, dependency rules and error types
-  ci                        fmt, clippy, fetch-model, test, tidy, cargo deny
+  ci                        fmt, clippy, fetch-model, test, tidy, doc, cargo deny
   demo                      build the CLI and run it on examples/
   bench [--e2e-only] [ARGS] cargo bench -p memdedup --bench throughput -- ARGS, then
                             time three cold `memdedup playbook dedup` runs on a
