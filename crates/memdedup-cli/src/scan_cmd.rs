@@ -76,8 +76,7 @@ fn report_human(items: &[CollectionItem], r: &ScanReport) -> String {
             id(survivor),
             snippet(&items[survivor].text, 70)
         ));
-        let tree = memdedup::Group { members: g.members.clone(), edges: g.edges.clone(), weakest_link: g.weakest_link };
-        for (m, via, link) in tree.links() {
+        for (m, via, link) in g.links() {
             let via = if via == survivor { String::new() } else { format!(" via {}", id(via)) };
             out.push_str(&format!("  {}  {}  ({link:.4}{via})\n", id(m), snippet(&items[m].text, 70)));
         }

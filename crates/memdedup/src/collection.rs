@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use crate::playbook::group_off_executor;
-use crate::{Edge, Embedder, Result, Threshold, embed_texts};
+use crate::{Edge, Embedder, Group, Result, Threshold, embed_texts};
 
 /// Namespace of items that name none.
 pub const DEFAULT_NAMESPACE: &str = "default";
@@ -28,22 +28,6 @@ pub struct ScanOptions {
     pub cross_namespace: bool,
 }
 
-/// A group of duplicates among the scanned items.
-///
-/// **Invariants:** `members` are indices into the scanned items, in input order, at least
-/// two, all in one namespace unless the scan was cross-namespace; the first is the
-/// survivor; `edges` are the group's strongest connecting links (members − 1 of them),
-/// strongest first, with item indices.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ScanGroup {
-    /// Item indices, survivor first, then input order.
-    pub members: Vec<usize>,
-    /// Spanning links between members.
-    pub edges: Vec<Edge>,
-    /// The lowest score among `edges`.
-    pub weakest_link: f32,
-}
-
 /// Result of [`scan_collection`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct ScanReport {
@@ -55,8 +39,10 @@ pub struct ScanReport {
     pub items: usize,
     /// Items that duplicate an earlier one (members of groups other than survivors).
     pub duplicates: usize,
-    /// Groups of two or more, ordered by survivor.
-    pub groups: Vec<ScanGroup>,
+    /// Groups of two or more, ordered by survivor. Member and edge indices point into
+    /// the scanned items; all members share one namespace unless the scan was
+    /// cross-namespace.
+    pub groups: Vec<Group>,
 }
 
 /// Finds groups of duplicates among `items`: connected components of "cosine >=
@@ -83,7 +69,7 @@ pub async fn scan_collection(
     for indices in partitions.into_values().filter(|p| p.len() >= 2) {
         let part: Vec<_> = indices.iter().map(|&i| embeddings[i].clone()).collect();
         for g in group_off_executor(part, options.threshold).await? {
-            groups.push(ScanGroup {
+            groups.push(Group {
                 members: g.members.iter().map(|&m| indices[m]).collect(),
                 edges: g.edges.iter().map(|e| Edge { a: indices[e.a], b: indices[e.b], score: e.score }).collect(),
                 weakest_link: g.weakest_link,

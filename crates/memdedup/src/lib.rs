@@ -29,7 +29,7 @@ pub use dedup_embed::{LOCAL_MODEL_ID, LocalEmbedder, LocalOptions};
 #[doc(inline)]
 pub use dedup_embed::{OpenAiConfig, OpenAiEmbedder};
 
-pub use collection::{CollectionItem, DEFAULT_NAMESPACE, ScanGroup, ScanOptions, ScanReport, scan_collection};
+pub use collection::{CollectionItem, DEFAULT_NAMESPACE, ScanOptions, ScanReport, scan_collection};
 pub use embed::{EMBED_CHUNK, default_embedder, embed_texts};
 pub use error::{Error, Result};
 pub use playbook::{DedupOutcome, DedupReport, deduplicate_playbook, run_deduplication, run_deduplication_with};
