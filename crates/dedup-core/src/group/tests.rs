@@ -172,6 +172,12 @@ proptest! {
     #[test]
     fn survivors_are_never_similar(seed in 0u64..10_000, n in 2usize..120, dims in 2usize..10, thr in 0.5f64..0.99) {
         let e = random_embeddings(n, dims, seed);
+        // A cosine within rounding distance of the threshold may fall either way: such
+        // cases say nothing about the algorithm, so they are skipped, not asserted.
+        let ambiguous = (0..n).any(|i| {
+            (i + 1..n).any(|j| (f64::from(e[i].cosine(&e[j]).unwrap()) - thr).abs() < 1e-4)
+        });
+        prop_assume!(!ambiguous);
         let groups = group_by_similarity_with(&e, GroupOptions { threshold: t(thr), tile_size: 16 }).unwrap();
         let grouped: std::collections::HashSet<usize> = groups.iter().flat_map(|g| g.members.iter().copied()).collect();
         let survivors: Vec<usize> = (0..n).filter(|i| !grouped.contains(i) || groups.iter().any(|g| g.survivor() == *i)).collect();
