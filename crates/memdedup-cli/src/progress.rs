@@ -14,7 +14,7 @@ pub(crate) fn embedding_bar(total: usize, quiet: bool) -> ProgressBar {
         return ProgressBar::hidden();
     }
     let bar = ProgressBar::new(total as u64);
-    let style = ProgressStyle::with_template("{spinner} embedding {pos}/{len} texts [{bar:30}] {per_sec} eta {eta}")
+    let style = ProgressStyle::with_template("{spinner} embedding {pos}/{len} texts [{bar:30}] eta {eta}")
         .unwrap_or_else(|_| ProgressStyle::default_bar())
         .progress_chars("=> ");
     bar.set_style(style);
