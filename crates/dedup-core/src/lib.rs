@@ -4,7 +4,8 @@
 //! (a similarity cut-off in `[0, 1]` resolved from argument, environment and default),
 //! [`group_by_similarity`] (connected components of the "cosine >= threshold" graph,
 //! computed tile by tile in parallel), [`MergePlan`] (seed 000's first-entry-wins merge
-//! with summed counters) and [`Playbook`] (the agent playbook file, round-tripped without
+//! with summed counters), [`ContentHash`] (SHA-256 of normalised text, the exact-duplicate
+//! key) and [`Playbook`] (the agent playbook file, round-tripped without
 //! losing fields it does not understand).
 //!
 //! **Architecture invariant:** this crate depends on no async runtime, no database driver,
@@ -12,6 +13,7 @@
 //! hand-made vectors.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
+mod content_hash;
 mod embedding;
 mod error;
 mod group;
@@ -19,6 +21,7 @@ mod merge;
 mod playbook;
 mod threshold;
 
+pub use content_hash::{ContentHash, normalize_content};
 pub use embedding::Embedding;
 pub use error::{Error, Result};
 pub use group::{Edge, Group, GroupOptions, SCORE_TOLERANCE, group_by_similarity, group_by_similarity_with};

@@ -1,0 +1,111 @@
+//! Content hashes: SHA-256 of normalised text, the key of exact-duplicate detection.
+
+use std::fmt;
+
+use sha2::{Digest, Sha256};
+
+/// SHA-256 of a text after [`normalize_content`], as 64 lowercase hex digits.
+///
+/// Two texts that differ only in case, in leading or trailing whitespace, or in the kind
+/// and amount of whitespace between words have the same hash. This is the key of exact
+/// duplicate detection (seed 004's `ExactMatchChecker`). Logs show only
+/// [`ContentHash::fingerprint`], never the text.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(transparent)]
+pub struct ContentHash(String);
+
+impl ContentHash {
+    /// Hashes `content` after normalising it.
+    pub fn of(content: &str) -> ContentHash {
+        ContentHash::of_raw(&normalize_content(content))
+    }
+
+    /// Hashes `text` exactly as given, with no normalisation. Embedding caches use this
+    /// form, because a model may see differences that normalisation removes.
+    pub fn of_raw(text: &str) -> ContentHash {
+        let digest = Sha256::digest(text.as_bytes());
+        let mut hex = String::with_capacity(64);
+        for byte in digest {
+            hex.push(char::from(HEX[usize::from(byte >> 4)]));
+            hex.push(char::from(HEX[usize::from(byte & 0x0f)]));
+        }
+        ContentHash(hex)
+    }
+
+    /// Parses 64 hex digits (either case) back into a hash; `None` if `hex` is not one.
+    pub fn from_hex(hex: &str) -> Option<ContentHash> {
+        (hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit())).then(|| ContentHash(hex.to_ascii_lowercase()))
+    }
+
+    /// The 64 hex digits.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The first 16 hex digits: what logs and the seed's `hash:sha256:<16>` tag show.
+    pub fn fingerprint(&self) -> &str {
+        &self.0[..16]
+    }
+
+    /// The seed's tag form, `hash:sha256:<first 16 hex digits>`.
+    pub fn tag(&self) -> String {
+        format!("hash:sha256:{}", self.fingerprint())
+    }
+}
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+impl fmt::Debug for ContentHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ContentHash({})", self.fingerprint())
+    }
+}
+
+impl fmt::Display for ContentHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Seed 004's normalisation: trim, lowercase, and collapse every run of whitespace to
+/// one space.
+pub fn normalize_content(content: &str) -> String {
+    let mut out = String::with_capacity(content.len());
+    for word in content.split_whitespace() {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.extend(word.chars().flat_map(char::to_lowercase));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalisation_trims_lowercases_and_collapses_whitespace() {
+        assert_eq!(normalize_content("  Use\tPostgreSQL \n\n for  STORAGE "), "use postgresql for storage");
+        assert_eq!(normalize_content(" \t\n"), "");
+    }
+
+    #[test]
+    fn equal_after_normalisation_means_equal_hash() {
+        assert_eq!(ContentHash::of("Use PostgreSQL"), ContentHash::of("  use   postgresql\n"));
+        assert_ne!(ContentHash::of("Use PostgreSQL"), ContentHash::of("Use PostgreSQL!"));
+        assert_ne!(ContentHash::of_raw("Use PostgreSQL"), ContentHash::of_raw("use postgresql"));
+    }
+
+    #[test]
+    fn known_digest_and_tag_format() {
+        // sha256("abc"), from FIPS 180-2.
+        let hash = ContentHash::of("ABC");
+        assert_eq!(hash.as_str(), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+        assert_eq!(hash.fingerprint(), "ba7816bf8f01cfea");
+        assert_eq!(hash.tag(), "hash:sha256:ba7816bf8f01cfea");
+        assert_eq!(format!("{hash:?}"), "ContentHash(ba7816bf8f01cfea)");
+        assert_eq!(ContentHash::from_hex(&hash.as_str().to_uppercase()), Some(hash));
+        assert_eq!(ContentHash::from_hex("abc"), None);
+    }
+}

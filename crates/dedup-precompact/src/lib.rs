@@ -1,0 +1,30 @@
+//! Seed 004's check-before-store chain for memdedup: [`DeduplicationService`] asks, in
+//! order and stopping at the first hit, whether new content is an exact duplicate (same
+//! [`ContentHash`](dedup_core::ContentHash) in its scope), a semantic duplicate (cosine at
+//! least the scope's threshold against every live memory of the scope) or a recent capture
+//! (seen within the last few minutes, [`RecentCaptureCache`]), and answers with a
+//! [`DuplicateCheckResult`] that carries its evidence.
+//!
+//! Every check fails open: when the embedder, the index or the recent-capture cache is
+//! down, that check is skipped, the failure is counted (metrics and
+//! [`DuplicateCheckResult::degraded`]) and the remaining checks decide.
+//!
+//! **Architecture invariant:** this crate sits above `dedup-embed` and `dedup-store` and
+//! talks to them only through `Arc<dyn Embedder>` and `Store`. Logs carry hash
+//! fingerprints and URNs, never memory text.
+#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
+
+mod config;
+mod error;
+mod metrics;
+mod recent;
+#[cfg(feature = "redis")]
+mod redis_recent;
+mod service;
+
+pub use config::{DeduplicationConfig, ENV_PREFIX};
+pub use error::{Error, Result};
+pub use recent::{RecentCaptureCache, RecentCaptures, RecentHit};
+#[cfg(feature = "redis")]
+pub use redis_recent::RedisRecentCaptures;
+pub use service::{AddOutcome, CheckFailure, CheckType, DeduplicationService, DuplicateCheckResult, DuplicateReason};

@@ -1,0 +1,93 @@
+//! The crate's one error type.
+
+/// Everything that can go wrong in the store.
+///
+/// [`Error::is_unavailable`] separates "the database cannot be reached or used right
+/// now" from "the request itself is wrong".
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A domain, namespace or kind name is empty, too long or has characters outside
+    /// `[A-Za-z0-9_.-]`.
+    #[error("invalid {what} {name:?}: {reason}")]
+    InvalidName {
+        /// Which name: "domain", "namespace" or "kind".
+        what: &'static str,
+        /// The rejected name.
+        name: String,
+        /// Why it was rejected.
+        reason: &'static str,
+    },
+    /// Memory content (or a title) is empty, too large or holds a NUL character.
+    #[error("invalid {what}: {reason}")]
+    InvalidContent {
+        /// Which field: "content", "title" or "metadata".
+        what: &'static str,
+        /// Why it was rejected.
+        reason: String,
+    },
+    /// A `--db` value or `DATABASE_URL` that is neither a file path nor a Postgres URL.
+    #[error("invalid database location {location:?}: {reason}")]
+    InvalidLocation {
+        /// The rejected value.
+        location: String,
+        /// Why it was rejected.
+        reason: String,
+    },
+    /// A vector did not match the dimensions of the vectors already stored for its model
+    /// in that scope, or was not a valid embedding.
+    #[error("invalid vector: {0}")]
+    InvalidVector(#[from] dedup_core::Error),
+    /// No memory has this id.
+    #[error("no memory with id {0}")]
+    NotFound(crate::MemoryId),
+    /// The database could not be opened: missing directory, unreadable file, not a
+    /// database, unreachable server, bad credentials.
+    #[error("cannot open database {location}: {source}")]
+    Open {
+        /// The database location (passwords removed).
+        location: String,
+        /// The driver's error.
+        #[source]
+        source: sqlx::Error,
+    },
+    /// The database is locked by another process for longer than the busy timeout.
+    #[error("database {location} is locked by another process (waited {waited_ms} ms)")]
+    Locked {
+        /// The database location.
+        location: String,
+        /// How long the store waited.
+        waited_ms: u64,
+    },
+    /// Applying the schema migrations failed.
+    #[error("cannot migrate database {location}: {source}")]
+    Migrate {
+        /// The database location (passwords removed).
+        location: String,
+        /// The migrator's error.
+        #[source]
+        source: sqlx::migrate::MigrateError,
+    },
+    /// A query failed.
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    /// A stored row could not be decoded (for example a vector blob of the wrong length).
+    #[error("corrupt row in {table}: {reason}")]
+    Corrupt {
+        /// The table.
+        table: &'static str,
+        /// What was wrong.
+        reason: String,
+    },
+}
+
+impl Error {
+    /// Whether the error means the database is unavailable (a "service is down" error)
+    /// rather than that the request was wrong.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, Error::Open { .. } | Error::Locked { .. } | Error::Database(_) | Error::Migrate { .. })
+    }
+}
+
+/// The crate's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

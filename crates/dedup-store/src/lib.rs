@@ -1,0 +1,37 @@
+//! The persistent memory store of memdedup: memories, their embeddings, an embedding
+//! cache, edges and the merge log, in SQLite (the embedded default) or Postgres (for many
+//! processes or hosts sharing one memory), behind one async API, [`Store`].
+//!
+//! Exact duplicates are impossible by construction: a unique index over
+//! (domain, namespace, [`ContentHash`](dedup_core::ContentHash)) among live rows, and
+//! [`Store::insert_checked`] turns a losing concurrent insert into
+//! [`InsertOutcome::ExactDuplicate`]. Semantic search ([`Store::search`]) is exact top-k
+//! cosine over every live memory of one [`Scope`], served from an in-process
+//! [`VectorIndex`] that is loaded lazily and kept current through a per-scope change
+//! watermark, so writes by other processes are visible before the next search.
+//! Check-then-insert for one scope is serialised (a SQLite write transaction, a Postgres
+//! advisory transaction lock), so concurrent paraphrases resolve as if run one by one.
+//!
+//! **Architecture invariant:** this crate depends on `dedup-core` only among memdedup's
+//! crates. It stores vectors; it never computes them (no embedder, no model).
+#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
+
+#[cfg(not(any(feature = "sqlite", feature = "postgres")))]
+compile_error!("dedup-store needs at least one backend feature: `sqlite` or `postgres`");
+
+mod error;
+mod index;
+mod location;
+mod memory;
+mod scope;
+mod store;
+
+pub use error::{Error, Result};
+pub use index::VectorIndex;
+pub use location::{DATABASE_URL_ENV_VAR, DbLocation, MEMDEDUP_HOME_ENV_VAR};
+pub use memory::{
+    InsertOutcome, Lifecycle, ListFilter, MAX_CONTENT_BYTES, Memory, MemoryId, NamespaceStats, Neighbour, NewMemory,
+    StoreStats, StoredVector,
+};
+pub use scope::{DEFAULT_DOMAIN, DEFAULT_NAMESPACE, Scope};
+pub use store::{Store, StoreOptions};

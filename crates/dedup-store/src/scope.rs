@@ -1,0 +1,105 @@
+//! Scopes: the (domain, namespace) pair every memory belongs to and every search stays in.
+
+use std::fmt;
+
+use crate::{Error, MemoryId, Result};
+
+/// The domain memories go to when none is given (seed 004's URNs use `global`).
+pub const DEFAULT_DOMAIN: &str = "global";
+/// The namespace memories go to when none is given.
+pub const DEFAULT_NAMESPACE: &str = "default";
+
+const MAX_NAME_LEN: usize = 64;
+
+/// A validated (domain, namespace) pair.
+///
+/// Both names are 1 to 64 characters from `[A-Za-z0-9_.-]`, starting with a letter or
+/// digit. No check, search or list in one scope ever returns a memory of another.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub struct Scope {
+    domain: String,
+    namespace: String,
+}
+
+impl Scope {
+    /// A scope from a domain and a namespace, both validated.
+    pub fn new(domain: &str, namespace: &str) -> Result<Scope> {
+        validate_name("domain", domain)?;
+        validate_name("namespace", namespace)?;
+        Ok(Scope { domain: domain.to_owned(), namespace: namespace.to_owned() })
+    }
+
+    /// A namespace in the default domain.
+    pub fn namespace(namespace: &str) -> Result<Scope> {
+        Scope::new(DEFAULT_DOMAIN, namespace)
+    }
+
+    /// The domain.
+    pub fn domain(&self) -> &str {
+        &self.domain
+    }
+
+    /// The namespace.
+    pub fn namespace_name(&self) -> &str {
+        &self.namespace
+    }
+
+    /// The URN of a memory in this scope: `memdedup://{domain}/{namespace}/{id}`.
+    pub fn urn(&self, id: MemoryId) -> String {
+        format!("memdedup://{}/{}/{}", self.domain, self.namespace, id)
+    }
+}
+
+impl Default for Scope {
+    fn default() -> Scope {
+        Scope { domain: DEFAULT_DOMAIN.to_owned(), namespace: DEFAULT_NAMESPACE.to_owned() }
+    }
+}
+
+impl fmt::Display for Scope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.domain, self.namespace)
+    }
+}
+
+/// Validates a domain, namespace or kind name.
+pub(crate) fn validate_name(what: &'static str, name: &str) -> Result<()> {
+    let reason = if name.is_empty() {
+        Some("must not be empty")
+    } else if name.len() > MAX_NAME_LEN {
+        Some("must be at most 64 characters")
+    } else if !name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.')) {
+        Some("may only contain ASCII letters, digits, '_', '-' and '.'")
+    } else if !name.as_bytes()[0].is_ascii_alphanumeric() {
+        Some("must start with a letter or digit")
+    } else {
+        None
+    };
+    match reason {
+        Some(reason) => Err(Error::InvalidName { what, name: name.to_owned(), reason }),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn valid_names_and_urn() {
+        let scope = Scope::new("global", "decisions").unwrap();
+        assert_eq!(scope.urn(MemoryId::new(42)), "memdedup://global/decisions/42");
+        assert_eq!(scope.to_string(), "global/decisions");
+        assert!(Scope::namespace("team-a.v2_x").is_ok());
+    }
+
+    #[test]
+    fn invalid_names_are_rejected_with_the_reason() {
+        for bad in ["", "a b", "../etc", "-lead", "ns/x", "ümlaut", &"x".repeat(65)] {
+            let err = Scope::namespace(bad).unwrap_err();
+            assert!(matches!(err, Error::InvalidName { what: "namespace", .. }), "{bad:?}: {err}");
+        }
+        let err = Scope::new("bad domain", "ok").unwrap_err();
+        assert!(err.to_string().starts_with("invalid domain \"bad domain\": may only contain"), "{err}");
+    }
+}

@@ -1,0 +1,1 @@
+//! Integration tests of the store, run against SQLite and Postgres.
