@@ -27,7 +27,9 @@ struct TestCounts {
 }
 
 /// Runs fmt, clippy, fetch-model, test, tidy, rustdoc and cargo-deny; prints a header and
-/// the elapsed time per step.
+/// the elapsed time per step. The test step alone gets `DATABASE_URL` and `REDIS_URL` of
+/// a disposable Postgres and redis-server (see [`crate::services`]) unless the
+/// environment sets them.
 pub fn run(root: &Path) -> Result<()> {
     type Step<'a> = (&'a str, Box<dyn Fn() -> Result<Outcome> + 'a>);
     let totals = std::cell::Cell::new(TestCounts::default());
@@ -43,7 +45,10 @@ pub fn run(root: &Path) -> Result<()> {
         (
             "cargo test --workspace --all-features",
             Box::new(|| {
-                let counts = cargo_test(root)?;
+                // Postgres and Redis for the tests; stopped when `services` drops, pass or fail.
+                let services = crate::services::start()?;
+                let counts = cargo_test(root, services.env())?;
+                drop(services);
                 totals.set(counts);
                 Ok(Outcome::Passed)
             }),
@@ -96,11 +101,14 @@ pub fn run(root: &Path) -> Result<()> {
     Ok(())
 }
 
-/// `cargo test --workspace --all-features`, its stdout passed through line by line and its
-/// `test result:` lines added up.
-fn cargo_test(root: &Path) -> Result<TestCounts> {
+/// `cargo test --workspace --all-features` with `env` added to its environment, its stdout
+/// passed through line by line and its `test result:` lines added up.
+fn cargo_test(root: &Path, env: &[(&str, String)]) -> Result<TestCounts> {
     let mut cmd = cargo();
-    cmd.args(["test", "--workspace", "--all-features"]).current_dir(root).stdout(Stdio::piped());
+    cmd.args(["test", "--workspace", "--all-features"])
+        .envs(env.iter().map(|(name, value)| (name, value)))
+        .current_dir(root)
+        .stdout(Stdio::piped());
     let line = process::describe(&cmd);
     let mut child = cmd.spawn().with_context(|| format!("could not start `{line}`"))?;
     let mut counts = TestCounts::default();

@@ -3,8 +3,10 @@
 //!
 //! Commands: `fetch-model` installs the pinned local embedding model, `tidy` checks the
 //! house rules and architecture invariants, `ci` runs every check in order, `demo` shows
-//! the CLI on the example files, and `bench` runs the throughput benchmark plus a
-//! cold-process timing. Arguments are parsed by hand; errors are `anyhow` errors.
+//! the CLI on the example files, `bench` runs the throughput benchmark plus a
+//! cold-process timing, and `services` runs a disposable Postgres and redis-server for
+//! tests (as `ci` does for its test step). Arguments are parsed by hand; errors are
+//! `anyhow` errors.
 //!
 //! **Architecture invariant:** among memdedup's crates, xtask depends only on dedup-embed
 //! (and so dedup-core), without features, for the pinned model lock and the model-dir
@@ -17,6 +19,7 @@ mod ci;
 mod demo;
 mod model;
 mod process;
+mod services;
 mod synthetic_playbook;
 mod temp_dir;
 mod tidy;
@@ -39,7 +42,12 @@ Commands:
                             XDG_CACHE_HOME defaulting to ~/.cache); a no-op when the
                             files are already there with their pinned sha256
   tidy                      check module docs, dependency rules and error types
-  ci                        fmt, clippy, fetch-model, test, tidy, doc, cargo deny
+  ci                        fmt, clippy, fetch-model, test, tidy, doc, cargo deny; the
+                            tests get a disposable Postgres and redis-server on
+                            127.0.0.1 unless DATABASE_URL / REDIS_URL are set
+  services                  start a disposable Postgres and redis-server on 127.0.0.1,
+                            print `export DATABASE_URL=...` and `export REDIS_URL=...`,
+                            and keep them running until Ctrl-C or SIGTERM
   demo                      build the CLI and run it on examples/
   bench [--e2e-only] [ARGS] cargo bench -p memdedup --bench throughput -- ARGS, then
                             time three cold `memdedup playbook dedup` runs on a
@@ -86,6 +94,15 @@ fn run(args: Vec<String>) -> Result<()> {
             no_args(command, rest)?;
             ci::run(&project_root())
         }
+        "services" if wants_help => {
+            println!("Usage: cargo xtask services\n\n{}", services::HELP);
+            Ok(())
+        }
+        "services" => {
+            no_args(command, rest)?;
+            services::run()
+        }
+        services::WATCHDOG_COMMAND => services::watchdog(rest),
         "demo" => {
             no_args(command, rest)?;
             demo::run(&project_root())
