@@ -41,6 +41,17 @@ pub enum Error {
     /// No memory has this id.
     #[error("no memory with id {0}")]
     NotFound(crate::MemoryId),
+    /// A memory cannot be merged into the one named: itself, or a memory of another
+    /// scope.
+    #[error("cannot merge memory {id} into {into}: {reason}")]
+    InvalidMerge {
+        /// The memory being retired.
+        id: crate::MemoryId,
+        /// The memory it was to be merged into.
+        into: crate::MemoryId,
+        /// Why not.
+        reason: &'static str,
+    },
     /// The database could not be opened: missing directory, unreadable file, not a
     /// database, unreachable server, bad credentials.
     #[error("cannot open database {location}: {source}")]

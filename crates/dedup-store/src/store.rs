@@ -1,14 +1,38 @@
 //! The `Store` handle: one async API over the SQLite and Postgres backends.
+//!
+//! The SQL lives in the backend modules; the queries both backends share are written once
+//! in [`shared`] and stamped out per backend. This module holds what is backend-neutral:
+//! input validation, error classification and the per-scope vector indexes with their
+//! change watermarks.
 
 use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use chrono::{DateTime, SubsecRound, Utc};
 use dedup_core::{ContentHash, Embedding};
+use tokio::sync::{OwnedRwLockReadGuard, RwLock};
 
+use crate::scope::validate_name;
 use crate::{
-    DbLocation, InsertOutcome, ListFilter, Memory, MemoryId, Neighbour, NewMemory, Result, Scope, StoreStats,
-    StoredVector,
+    DbLocation, Error, InsertOutcome, Lifecycle, ListFilter, MAX_CONTENT_BYTES, Memory, MemoryId, Neighbour, NewMemory,
+    Result, Scope, StoreStats, StoredVector, VectorIndex,
 };
+
+#[macro_use]
+mod shared;
+#[cfg(feature = "postgres")]
+mod postgres;
+#[cfg(feature = "sqlite")]
+mod sqlite;
+
+/// Longest title the store accepts, in bytes.
+const MAX_TITLE_BYTES: usize = 1024;
+/// Longest model id the store accepts, in bytes.
+const MAX_MODEL_BYTES: usize = 256;
+/// Indexes with more components than this are searched on a blocking thread.
+const BLOCKING_SEARCH_COMPONENTS: usize = 1 << 22;
 
 /// How a [`Store`] is opened.
 #[derive(Debug, Clone, PartialEq)]
@@ -33,16 +57,77 @@ impl Default for StoreOptions {
 }
 
 /// A handle to one database. Cheap to share behind an `Arc`; all methods take `&self`.
-#[derive(Debug)]
+///
+/// Every handle keeps its own in-process vector index per (scope, model), loaded on first
+/// use and brought up to date before each search from the scope's change watermark, so
+/// several handles (or processes) on one database see each other's writes.
 pub struct Store {
     location: DbLocation,
+    backend: Backend,
+    indexes: IndexRegistry,
+    busy_timeout: Duration,
+}
+
+enum Backend {
+    #[cfg(feature = "sqlite")]
+    Sqlite(sqlite::SqliteBackend),
+    #[cfg(feature = "postgres")]
+    Postgres(postgres::PgBackend),
+}
+
+/// Runs `$body` with `$b` bound to the backend, whichever it is.
+macro_rules! dispatch {
+    ($store:expr, $b:ident => $body:expr) => {
+        match &$store.backend {
+            #[cfg(feature = "sqlite")]
+            Backend::Sqlite($b) => $body,
+            #[cfg(feature = "postgres")]
+            Backend::Postgres($b) => $body,
+        }
+    };
+}
+
+impl fmt::Debug for Store {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Store")
+            .field("location", &self.location)
+            .field("backend", &self.backend())
+            .field("indexes", &self.indexes.len())
+            .finish()
+    }
 }
 
 impl Store {
     /// Opens (creating if needed) the database and applies pending migrations.
+    ///
+    /// A SQLite file gets its parent directory created, WAL journaling, `synchronous =
+    /// NORMAL`, foreign keys and `options.busy_timeout`. Fails with
+    /// [`Error::Open`](crate::Error::Open) when the database cannot be reached or is not
+    /// a database, [`Error::Locked`](crate::Error::Locked) when another process holds it
+    /// locked for longer than the busy timeout, and
+    /// [`Error::Migrate`](crate::Error::Migrate) when the schema cannot be brought up to
+    /// date.
     pub async fn open(location: &DbLocation, options: &StoreOptions) -> Result<Store> {
-        let _ = options;
-        Ok(Store { location: location.clone() })
+        let backend = match location {
+            #[cfg(feature = "sqlite")]
+            DbLocation::Sqlite(path) => Backend::Sqlite(sqlite::SqliteBackend::open(path, location, options).await?),
+            #[cfg(feature = "postgres")]
+            DbLocation::Postgres(url) => Backend::Postgres(postgres::PgBackend::open(url, location, options).await?),
+            #[allow(unreachable_patterns)]
+            other => {
+                return Err(Error::InvalidLocation {
+                    location: other.redacted(),
+                    reason: format!("this build has no {} support (cargo feature `{0}`)", other.backend()),
+                });
+            }
+        };
+        tracing::debug!(location = %location, backend = location.backend(), "store opened");
+        Ok(Store {
+            location: location.clone(),
+            backend,
+            indexes: IndexRegistry::default(),
+            busy_timeout: options.busy_timeout,
+        })
     }
 
     /// Where the database is.
@@ -50,18 +135,29 @@ impl Store {
         &self.location
     }
 
+    /// "sqlite" or "postgres".
+    pub fn backend(&self) -> &'static str {
+        self.location.backend()
+    }
+
     /// The live memory of `scope` whose content hash is `hash`, if any.
     pub async fn find_exact(&self, scope: &Scope, hash: &ContentHash) -> Result<Option<MemoryId>> {
-        let _ = (scope, hash);
-        unimplemented!()
+        let result = dispatch!(self, b => b.find_exact(scope, hash).await);
+        self.classify(result)
     }
 
     /// The `k` live memories of `scope` most similar to `query` among those embedded with
-    /// `model`, highest first. Exact over all of them; sees every committed write,
-    /// including other processes'.
+    /// `model`, highest first (ties by lower id). Exact over all of them; sees every
+    /// committed write, including other processes'.
+    ///
+    /// Fails with [`Error::InvalidVector`](crate::Error::InvalidVector) when `query` has
+    /// other dimensions than the scope's vectors of `model`.
     pub async fn search(&self, scope: &Scope, model: &str, query: &Embedding, k: usize) -> Result<Vec<Neighbour>> {
-        let _ = (scope, model, query, k);
-        unimplemented!()
+        validate_model(model)?;
+        let handle = self.indexes.handle(scope, model);
+        let fresh = dispatch!(self, b => b.fresh_index(handle, scope, model).await);
+        let guard = self.classify(fresh)?;
+        top_k(guard, query, k, None).await.map(|(_, neighbours)| neighbours)
     }
 
     /// Stores `memory` unless it duplicates a live memory of its scope, atomically.
@@ -71,44 +167,105 @@ impl Store {
     /// given, the best match among memories embedded with the same model scoring at least
     /// `threshold` gives [`InsertOutcome::SemanticDuplicate`]; else the memory is stored
     /// with `vector` and [`InsertOutcome::Inserted`] returned.
+    ///
+    /// Input is validated before anything is written: content not blank, at most
+    /// [`MAX_CONTENT_BYTES`], no NUL; title at most 1 KiB, no NUL; a valid kind; metadata
+    /// without NUL; `vector` of the same dimensions as the scope's stored vectors of its
+    /// model; a finite `threshold`.
     pub async fn insert_checked(
         &self,
         memory: NewMemory,
         vector: Option<StoredVector>,
         threshold: Option<f32>,
     ) -> Result<InsertOutcome> {
-        let _ = (memory, vector, threshold);
-        unimplemented!()
+        let prepared = PreparedMemory::new(memory)?;
+        if let Some(vector) = &vector {
+            validate_model(&vector.model)?;
+        }
+        if let Some(threshold) = threshold.filter(|t| !t.is_finite()) {
+            return Err(Error::InvalidVector(dedup_core::Error::InvalidThreshold(f64::from(threshold))));
+        }
+        let handle = vector.as_ref().map(|v| self.indexes.handle(&prepared.memory.scope, &v.model));
+        let result = dispatch!(self, b => b.insert_checked(&prepared, vector.as_ref(), threshold, handle).await);
+        let outcome = self.classify(result)?;
+        tracing::debug!(
+            fingerprint = prepared.hash.fingerprint(),
+            scope = %prepared.memory.scope,
+            outcome = ?outcome,
+            "insert_checked"
+        );
+        Ok(outcome)
+    }
+
+    /// Retires a live memory: it no longer blocks an equal text, no longer shows in
+    /// searches or default listings, and records `merged_into` (a live or deprecated
+    /// memory of the same scope) when given. Bumps the scope's change watermark.
+    ///
+    /// Returns false when the memory was already deprecated (nothing changes then).
+    /// Fails with [`Error::NotFound`](crate::Error::NotFound) for an unknown `id` or
+    /// `merged_into`, and [`Error::InvalidMerge`](crate::Error::InvalidMerge) when
+    /// `merged_into` is `id` itself or in another scope.
+    pub async fn deprecate(&self, id: MemoryId, merged_into: Option<MemoryId>) -> Result<bool> {
+        if merged_into == Some(id) {
+            return Err(Error::InvalidMerge { id, into: id, reason: "a memory cannot be merged into itself" });
+        }
+        let result = dispatch!(self, b => b.deprecate(id, merged_into).await);
+        let Some((scope, version)) = self.classify(result)? else { return Ok(false) };
+        tracing::debug!(%id, merged_into = ?merged_into.map(MemoryId::get), %scope, "deprecated");
+        for handle in self.indexes.handles_of(&scope) {
+            let mut state = handle.write().await;
+            if state.version == Some(version - 1) {
+                if let Some(index) = &mut state.index {
+                    index.remove(id);
+                }
+                state.version = Some(version);
+            }
+        }
+        Ok(true)
     }
 
     /// The memory with this id (live or deprecated), if any.
     pub async fn get(&self, id: MemoryId) -> Result<Option<Memory>> {
-        let _ = id;
-        unimplemented!()
+        let result = dispatch!(self, b => b.get(id).await);
+        self.classify(result)
     }
 
     /// Memories matching `filter`, in id order.
+    ///
+    /// Fails with [`Error::InvalidName`](crate::Error::InvalidName) when the filter names
+    /// an invalid domain or namespace.
     pub async fn list(&self, filter: &ListFilter) -> Result<Vec<Memory>> {
-        let _ = filter;
-        unimplemented!()
+        if let Some(domain) = &filter.domain {
+            validate_name("domain", domain)?;
+        }
+        if let Some(namespace) = &filter.namespace {
+            validate_name("namespace", namespace)?;
+        }
+        let result = dispatch!(self, b => b.list(filter).await);
+        self.classify(result)
     }
 
     /// Adds one to a memory's occurrence count (a duplicate of it was seen).
+    ///
+    /// Fails with [`Error::NotFound`](crate::Error::NotFound) for an unknown id.
     pub async fn note_occurrence(&self, id: MemoryId) -> Result<()> {
-        let _ = id;
-        unimplemented!()
+        let result = dispatch!(self, b => b.note_occurrence(id).await);
+        self.classify(result)
     }
 
     /// Counts one skipped duplicate in `scope` for `reason` ("exact", "semantic" or
-    /// "recent").
+    /// "recent"; any name valid as a namespace is accepted).
     pub async fn record_skip(&self, scope: &Scope, reason: &str) -> Result<()> {
-        let _ = (scope, reason);
-        unimplemented!()
+        validate_name("reason", reason)?;
+        let result = dispatch!(self, b => b.record_skip(scope, reason).await);
+        self.classify(result)
     }
 
     /// Per-scope counts and skip totals.
     pub async fn stats(&self) -> Result<StoreStats> {
-        unimplemented!()
+        let result = dispatch!(self, b => b.stats().await);
+        let (namespaces, cached_embeddings) = self.classify(result)?;
+        Ok(StoreStats { backend: self.backend(), location: self.location.redacted(), namespaces, cached_embeddings })
     }
 
     /// Cached embeddings of `model` for these raw-text hashes; missing ones are absent.
@@ -117,22 +274,532 @@ impl Store {
         model: &str,
         hashes: &[ContentHash],
     ) -> Result<HashMap<ContentHash, Embedding>> {
-        let _ = (model, hashes);
-        unimplemented!()
+        validate_model(model)?;
+        if hashes.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let result = dispatch!(self, b => b.cached_embeddings(model, hashes).await);
+        self.classify(result)
     }
 
-    /// Adds embeddings of `model` to the cache (existing entries are kept).
+    /// Adds embeddings of `model` to the cache (existing entries are kept), in one
+    /// transaction.
     pub async fn cache_embeddings(&self, model: &str, entries: &[(ContentHash, Embedding)]) -> Result<()> {
-        let _ = (model, entries);
-        unimplemented!()
+        validate_model(model)?;
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let result = dispatch!(self, b => b.cache_embeddings(model, entries).await);
+        self.classify(result)
     }
 
-    /// Adds an edge of type `kind` from `source` to `target`; false if it existed.
+    /// Adds an edge of type `kind` (a valid name, like a namespace) from `source` to
+    /// `target`; false if it existed.
+    ///
+    /// Fails with [`Error::NotFound`](crate::Error::NotFound) when either memory does not
+    /// exist.
     pub async fn add_edge(&self, source: MemoryId, target: MemoryId, kind: &str) -> Result<bool> {
-        let _ = (source, target, kind);
-        unimplemented!()
+        validate_name("kind", kind)?;
+        let result = dispatch!(self, b => b.add_edge(source, target, kind).await);
+        self.classify(result)
     }
 
     /// Closes the connection pool, waiting for in-flight queries.
-    pub async fn close(&self) {}
+    pub async fn close(&self) {
+        dispatch!(self, b => b.pool.close().await);
+    }
+
+    /// Turns a driver error meaning "locked by someone else" into [`Error::Locked`].
+    fn classify<T>(&self, result: Result<T>) -> Result<T> {
+        result.map_err(|error| match error {
+            Error::Database(source) => {
+                lock_error(&self.location, self.busy_timeout, &source).unwrap_or(Error::Database(source))
+            }
+            other => other,
+        })
+    }
+}
+
+/// [`Error::Locked`] if `source` says the database is locked by another connection:
+/// SQLite's `SQLITE_BUSY` / `SQLITE_LOCKED` (with their extended codes), Postgres's
+/// `lock_not_available`.
+fn lock_error(location: &DbLocation, busy_timeout: Duration, source: &sqlx::Error) -> Option<Error> {
+    let code = source.as_database_error()?.code()?;
+    let locked = match location {
+        DbLocation::Sqlite(_) => code.parse::<i32>().is_ok_and(|code| matches!(code & 0xff, 5 | 6)),
+        DbLocation::Postgres(_) => code == "55P03",
+    };
+    locked.then(|| Error::Locked {
+        location: location.redacted(),
+        waited_ms: u64::try_from(busy_timeout.as_millis()).unwrap_or(u64::MAX),
+    })
+}
+
+/// The error for a database that cannot be opened.
+fn open_error(location: &DbLocation, busy_timeout: Duration, source: sqlx::Error) -> Error {
+    lock_error(location, busy_timeout, &source).unwrap_or_else(|| Error::Open { location: location.redacted(), source })
+}
+
+/// The error for migrations that cannot be applied.
+fn migrate_error(location: &DbLocation, busy_timeout: Duration, source: sqlx::migrate::MigrateError) -> Error {
+    use sqlx::migrate::MigrateError;
+    if let MigrateError::Execute(inner) | MigrateError::ExecuteMigration(inner, _) = &source
+        && let Some(locked) = lock_error(location, busy_timeout, inner)
+    {
+        return locked;
+    }
+    Error::Migrate { location: location.redacted(), source }
+}
+
+/// A validated [`NewMemory`] with what the insert needs computed once.
+pub(crate) struct PreparedMemory {
+    memory: NewMemory,
+    hash: ContentHash,
+    metadata_json: String,
+    now: DateTime<Utc>,
+}
+
+impl PreparedMemory {
+    fn new(memory: NewMemory) -> Result<PreparedMemory> {
+        validate_name("kind", &memory.kind)?;
+        validate_text("content", &memory.content, MAX_CONTENT_BYTES)?;
+        if let Some(title) = &memory.title {
+            validate_text("title", title, MAX_TITLE_BYTES)?;
+        }
+        let metadata = serde_json::Value::Object(memory.metadata.clone());
+        if has_nul(&metadata) {
+            return Err(Error::InvalidContent {
+                what: "metadata",
+                reason: "must not contain NUL characters".to_owned(),
+            });
+        }
+        let metadata_json = metadata.to_string();
+        if metadata_json.len() > MAX_CONTENT_BYTES {
+            return Err(Error::InvalidContent {
+                what: "metadata",
+                reason: format!(
+                    "is {} bytes as JSON, over the limit of {MAX_CONTENT_BYTES} bytes",
+                    metadata_json.len()
+                ),
+            });
+        }
+        let hash = ContentHash::of(&memory.content);
+        Ok(PreparedMemory { memory, hash, metadata_json, now: now() })
+    }
+}
+
+/// Checks content or a title: not blank (content only), not too long, no NUL.
+fn validate_text(what: &'static str, text: &str, max_bytes: usize) -> Result<()> {
+    let reason = if what == "content" && text.trim().is_empty() {
+        Some("must not be empty or blank".to_owned())
+    } else if text.len() > max_bytes {
+        Some(format!("is {} bytes, over the limit of {max_bytes} bytes", text.len()))
+    } else if text.contains('\0') {
+        Some("must not contain NUL characters".to_owned())
+    } else {
+        None
+    };
+    match reason {
+        Some(reason) => Err(Error::InvalidContent { what, reason }),
+        None => Ok(()),
+    }
+}
+
+/// Whether any key or string in `value` holds a NUL (which Postgres cannot store).
+fn has_nul(value: &serde_json::Value) -> bool {
+    match value {
+        serde_json::Value::String(s) => s.contains('\0'),
+        serde_json::Value::Array(items) => items.iter().any(has_nul),
+        serde_json::Value::Object(map) => map.iter().any(|(k, v)| k.contains('\0') || has_nul(v)),
+        _ => false,
+    }
+}
+
+/// Checks a model id: 1 to 256 bytes, no control characters.
+fn validate_model(model: &str) -> Result<()> {
+    let reason = if model.is_empty() {
+        Some("must not be empty")
+    } else if model.len() > MAX_MODEL_BYTES {
+        Some("must be at most 256 bytes")
+    } else if model.chars().any(char::is_control) {
+        Some("must not contain control characters")
+    } else {
+        None
+    };
+    match reason {
+        Some(reason) => Err(Error::InvalidName { what: "model", name: model.to_owned(), reason }),
+        None => Ok(()),
+    }
+}
+
+/// The current time at the precision both backends store (microseconds).
+fn now() -> DateTime<Utc> {
+    Utc::now().trunc_subsecs(6)
+}
+
+/// A stable advisory-lock key for a scope: the first 8 bytes of
+/// `sha256("memdedup-scope:{domain}/{namespace}")`, big-endian.
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+fn scope_lock_key(scope: &Scope) -> i64 {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(format!("memdedup-scope:{}/{}", scope.domain(), scope.namespace_name()).as_bytes());
+    let mut key = [0u8; 8];
+    key.copy_from_slice(&digest[..8]);
+    i64::from_be_bytes(key)
+}
+
+/// A `memories` row as selected by the backends.
+#[derive(sqlx::FromRow)]
+pub(crate) struct MemoryRecord {
+    id: i64,
+    domain: String,
+    namespace: String,
+    kind: String,
+    title: Option<String>,
+    content: String,
+    content_hash: String,
+    lifecycle: String,
+    helpful: i64,
+    harmful: i64,
+    occurrence_count: i64,
+    dedup_verified: bool,
+    dedup_attempts: i64,
+    dedup_last_error: Option<String>,
+    deprecated: bool,
+    merged_into: Option<i64>,
+    metadata: String,
+    created_at: DateTime<Utc>,
+    updated_at: DateTime<Utc>,
+}
+
+impl TryFrom<MemoryRecord> for Memory {
+    type Error = Error;
+
+    fn try_from(row: MemoryRecord) -> Result<Memory> {
+        let id = row.id;
+        let corrupt = |reason: String| Error::Corrupt { table: "memories", reason: format!("id {id}: {reason}") };
+        let counter =
+            |name: &str, value: i64| u64::try_from(value).map_err(|_| corrupt(format!("{name} is negative ({value})")));
+        let scope = Scope::new(&row.domain, &row.namespace).map_err(|e| corrupt(e.to_string()))?;
+        let content_hash = ContentHash::from_hex(&row.content_hash)
+            .ok_or_else(|| corrupt(format!("content_hash {:?} is not 64 hex digits", row.content_hash)))?;
+        let lifecycle: Lifecycle = row.lifecycle.parse().map_err(corrupt)?;
+        let metadata = match serde_json::from_str(&row.metadata) {
+            Ok(serde_json::Value::Object(map)) => map,
+            Ok(_) => return Err(corrupt("metadata is not a JSON object".to_owned())),
+            Err(e) => return Err(corrupt(format!("metadata is not JSON: {e}"))),
+        };
+        Ok(Memory {
+            id: MemoryId::new(id),
+            scope,
+            kind: row.kind,
+            title: row.title,
+            content: row.content,
+            content_hash,
+            lifecycle,
+            helpful: counter("helpful", row.helpful)?,
+            harmful: counter("harmful", row.harmful)?,
+            occurrence_count: counter("occurrence_count", row.occurrence_count)?,
+            dedup_verified: row.dedup_verified,
+            dedup_attempts: u32::try_from(row.dedup_attempts)
+                .map_err(|_| corrupt(format!("dedup_attempts is out of range ({})", row.dedup_attempts)))?,
+            dedup_last_error: row.dedup_last_error,
+            deprecated: row.deprecated,
+            merged_into: row.merged_into.map(MemoryId::new),
+            metadata,
+            created_at: row.created_at,
+            updated_at: row.updated_at,
+        })
+    }
+}
+
+/// A row of a scope as an index refresh reads it: the memory and its vector of one model.
+#[derive(sqlx::FromRow)]
+pub(crate) struct VectorRecord {
+    id: i64,
+    deprecated: bool,
+    dims: Option<i64>,
+    vector: Option<Vec<u8>>,
+}
+
+/// Decodes a stored vector, checking it against its `dims` column.
+fn decode_vector(table: &'static str, key: &dyn fmt::Display, dims: i64, bytes: &[u8]) -> Result<Embedding> {
+    let corrupt = |reason: String| Error::Corrupt { table, reason: format!("{key}: {reason}") };
+    if usize::try_from(dims).ok().and_then(|d| d.checked_mul(4)) != Some(bytes.len()) {
+        return Err(corrupt(format!("vector of {} bytes does not hold {dims} f32 values", bytes.len())));
+    }
+    Embedding::from_le_bytes(bytes).map_err(|e| corrupt(e.to_string()))
+}
+
+/// An `embedding_cache` row.
+#[derive(sqlx::FromRow)]
+pub(crate) struct CachedRecord {
+    text_hash: String,
+    dims: i64,
+    vector: Vec<u8>,
+}
+
+/// Decodes cache rows into `out`.
+fn decode_cached(rows: Vec<CachedRecord>, out: &mut HashMap<ContentHash, Embedding>) -> Result<()> {
+    for row in rows {
+        let hash = ContentHash::from_hex(&row.text_hash).ok_or_else(|| Error::Corrupt {
+            table: "embedding_cache",
+            reason: format!("text_hash {:?} is not 64 hex digits", row.text_hash),
+        })?;
+        let embedding =
+            decode_vector("embedding_cache", &format_args!("text_hash {}", hash.fingerprint()), row.dims, &row.vector)?;
+        out.insert(hash, embedding);
+    }
+    Ok(())
+}
+
+/// An embedding's dimensions as the `INTEGER` column stores them.
+fn dims_i32(embedding: &Embedding) -> Result<i32> {
+    i32::try_from(embedding.dims()).map_err(|_| Error::InvalidContent {
+        what: "vector",
+        reason: format!("has {} dimensions, too many to store", embedding.dims()),
+    })
+}
+
+/// The in-process index of one (scope, model) and the watermark it reflects.
+#[derive(Debug, Default)]
+struct IndexState {
+    /// The scope version the index reflects; `None` until first loaded.
+    version: Option<i64>,
+    /// The vectors; `None` while the scope has none of this model (dimensions unknown).
+    index: Option<VectorIndex>,
+}
+
+type IndexHandle = Arc<RwLock<IndexState>>;
+
+impl IndexState {
+    /// Whether the index reflects `version` (or something newer).
+    fn is_current(&self, version: i64) -> bool {
+        self.version.is_some_and(|v| v >= version)
+    }
+
+    /// Applies rows read after `version` was read: a full load (replacing the index) when
+    /// `full`, else a delta of changed rows. Every row is decoded and checked before the
+    /// index changes, so a corrupt row leaves it as it was.
+    fn apply(&mut self, rows: Vec<VectorRecord>, full: bool, version: i64) -> Result<()> {
+        let mut dims = if full { None } else { self.index.as_ref().map(VectorIndex::dims) };
+        let mut changes = Vec::with_capacity(rows.len());
+        for row in rows {
+            let id = MemoryId::new(row.id);
+            let embedding = match (row.deprecated, row.dims, row.vector) {
+                (false, Some(stored_dims), Some(bytes)) => {
+                    let embedding = decode_vector("embeddings", &format_args!("memory {id}"), stored_dims, &bytes)?;
+                    match dims {
+                        Some(dims) if dims != embedding.dims() => {
+                            return Err(Error::Corrupt {
+                                table: "embeddings",
+                                reason: format!(
+                                    "memory {id} has a {}-dim vector, other vectors of its model and scope have {dims}",
+                                    embedding.dims()
+                                ),
+                            });
+                        }
+                        _ => dims = Some(embedding.dims()),
+                    }
+                    Some(embedding)
+                }
+                _ => None,
+            };
+            changes.push((id, embedding));
+        }
+        if full {
+            self.index = None;
+        }
+        for (id, embedding) in changes {
+            match embedding {
+                Some(embedding) => {
+                    self.index.get_or_insert_with(|| VectorIndex::new(embedding.dims())).upsert(id, &embedding)?;
+                }
+                None => {
+                    if let Some(index) = &mut self.index {
+                        index.remove(id);
+                    }
+                }
+            }
+        }
+        self.version = Some(version);
+        Ok(())
+    }
+
+    /// After a committed insert at `version`: adds its vector if the index was exactly one
+    /// version behind; otherwise the next refresh reads it.
+    fn apply_insert(&mut self, id: MemoryId, embedding: &Embedding, version: i64) -> Result<()> {
+        if self.version != Some(version - 1) {
+            return Ok(());
+        }
+        let index = self.index.get_or_insert_with(|| VectorIndex::new(embedding.dims()));
+        index.upsert(id, embedding)?;
+        self.version = Some(version);
+        Ok(())
+    }
+
+    /// Checks that `embedding` can join this index.
+    fn check_dims(&self, embedding: &Embedding) -> Result<()> {
+        match &self.index {
+            Some(index) if index.dims() != embedding.dims() => {
+                Err(Error::InvalidVector(dedup_core::Error::DimensionMismatch {
+                    expected: index.dims(),
+                    actual: embedding.dims(),
+                }))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Exact top-k over a held index, on a blocking thread when the index is large.
+async fn top_k<G>(guard: G, query: &Embedding, k: usize, min_score: Option<f32>) -> Result<(G, Vec<Neighbour>)>
+where
+    G: std::ops::Deref<Target = IndexState> + Send + 'static,
+{
+    let Some(index) = &guard.index else { return Ok((guard, Vec::new())) };
+    if index.dims() != query.dims() {
+        return Err(Error::InvalidVector(dedup_core::Error::DimensionMismatch {
+            expected: index.dims(),
+            actual: query.dims(),
+        }));
+    }
+    if k == 0 || index.is_empty() {
+        return Ok((guard, Vec::new()));
+    }
+    if index.len().saturating_mul(index.dims()) < BLOCKING_SEARCH_COMPONENTS {
+        let neighbours = index.top_k(query, k, min_score)?;
+        return Ok((guard, neighbours));
+    }
+    let query = query.clone();
+    let joined = tokio::task::spawn_blocking(move || {
+        let neighbours = match &guard.index {
+            Some(index) => index.top_k(&query, k, min_score),
+            None => Ok(Vec::new()),
+        };
+        (guard, neighbours)
+    })
+    .await;
+    match joined {
+        Ok((guard, neighbours)) => Ok((guard, neighbours?)),
+        Err(error) => std::panic::resume_unwind(error.into_panic()),
+    }
+}
+
+/// The lazily created indexes of one store handle, by (scope, model).
+#[derive(Default)]
+struct IndexRegistry {
+    indexes: Mutex<HashMap<(Scope, String), IndexHandle>>,
+}
+
+impl IndexRegistry {
+    fn handle(&self, scope: &Scope, model: &str) -> IndexHandle {
+        let mut indexes = self.indexes.lock().unwrap_or_else(PoisonError::into_inner);
+        Arc::clone(indexes.entry((scope.clone(), model.to_owned())).or_default())
+    }
+
+    fn handles_of(&self, scope: &Scope) -> Vec<IndexHandle> {
+        let indexes = self.indexes.lock().unwrap_or_else(PoisonError::into_inner);
+        indexes.iter().filter(|((s, _), _)| s == scope).map(|(_, handle)| Arc::clone(handle)).collect()
+    }
+
+    fn len(&self) -> usize {
+        self.indexes.lock().unwrap_or_else(PoisonError::into_inner).len()
+    }
+}
+
+/// A read guard on an index that was current when taken.
+type FreshIndex = OwnedRwLockReadGuard<IndexState>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scope_lock_keys_are_stable_and_distinct() {
+        let a = Scope::new("global", "a").unwrap();
+        let b = Scope::new("global", "b").unwrap();
+        assert_eq!(scope_lock_key(&a), scope_lock_key(&a.clone()));
+        assert_ne!(scope_lock_key(&a), scope_lock_key(&b));
+    }
+
+    #[test]
+    fn content_validation_names_the_problem() {
+        let scope = Scope::default();
+        let err = |m: NewMemory| PreparedMemory::new(m).err().map(|e| e.to_string()).unwrap_or_default();
+        assert_eq!(err(NewMemory::new(scope.clone(), " \n")), "invalid content: must not be empty or blank");
+        assert!(err(NewMemory::new(scope.clone(), "a\0b")).contains("NUL"));
+        assert!(err(NewMemory::new(scope.clone(), "x".repeat(MAX_CONTENT_BYTES + 1))).contains("over the limit"));
+        assert!(err(NewMemory::new(scope.clone(), "ok").with_title("t".repeat(1025))).starts_with("invalid title"));
+        assert!(err(NewMemory::new(scope.clone(), "ok").with_kind("no kind")).starts_with("invalid kind"));
+        let mut metadata = serde_json::Map::new();
+        metadata.insert("k".to_owned(), serde_json::json!(["a\0"]));
+        assert!(err(NewMemory::new(scope.clone(), "ok").with_metadata(metadata)).starts_with("invalid metadata"));
+        assert!(PreparedMemory::new(NewMemory::new(scope, "x".repeat(MAX_CONTENT_BYTES))).is_ok());
+    }
+
+    #[test]
+    fn model_ids_with_slashes_are_valid() {
+        assert!(validate_model("sentence-transformers/all-MiniLM-L6-v2").is_ok());
+        assert!(validate_model("").is_err());
+        assert!(validate_model("a\nb").is_err());
+    }
+
+    /// A driver error with just a code, as SQLite and Postgres report them.
+    #[derive(Debug)]
+    struct CodedError(&'static str);
+
+    impl fmt::Display for CodedError {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            write!(f, "code {}", self.0)
+        }
+    }
+
+    impl std::error::Error for CodedError {}
+
+    impl sqlx::error::DatabaseError for CodedError {
+        fn message(&self) -> &str {
+            "coded"
+        }
+        fn code(&self) -> Option<std::borrow::Cow<'_, str>> {
+            Some(self.0.into())
+        }
+        fn as_error(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+            self
+        }
+        fn as_error_mut(&mut self) -> &mut (dyn std::error::Error + Send + Sync + 'static) {
+            self
+        }
+        fn into_error(self: Box<Self>) -> Box<dyn std::error::Error + Send + Sync + 'static> {
+            self
+        }
+        fn kind(&self) -> sqlx::error::ErrorKind {
+            sqlx::error::ErrorKind::Other
+        }
+    }
+
+    #[test]
+    fn lock_errors_are_recognised_by_backend() {
+        let sqlite = DbLocation::Sqlite("/tmp/x.db".into());
+        let postgres = DbLocation::Postgres("postgres://u:pw@h/db".into());
+        let locked = |location: &DbLocation, code: &'static str| {
+            let error = sqlx::Error::Database(Box::new(CodedError(code)));
+            lock_error(location, Duration::from_millis(250), &error)
+        };
+        // SQLITE_BUSY, SQLITE_LOCKED and their extended codes (BUSY_SNAPSHOT, LOCKED_SHAREDCACHE).
+        for code in ["5", "6", "517", "262"] {
+            let error = locked(&sqlite, code);
+            assert!(matches!(&error, Some(Error::Locked { waited_ms: 250, .. })), "{code}: {error:?}");
+        }
+        // SQLITE_NOTADB, SQLITE_CONSTRAINT_UNIQUE (2067), a SQLSTATE that is not a number.
+        for code in ["26", "2067", "55P03"] {
+            assert!(locked(&sqlite, code).is_none(), "{code}");
+        }
+        let error = locked(&postgres, "55P03");
+        assert!(error.is_some_and(
+            |e| e.to_string() == "database postgres://u:***@h/db is locked by another process (waited 250 ms)"
+        ));
+        assert!(locked(&postgres, "23505").is_none());
+        assert!(lock_error(&sqlite, Duration::ZERO, &sqlx::Error::RowNotFound).is_none());
+    }
 }

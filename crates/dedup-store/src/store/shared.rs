@@ -1,0 +1,466 @@
+//! The queries both backends share, written once and stamped out per backend.
+//!
+//! Both backends accept `$N` placeholders and the same SQL except where JSON is bound;
+//! what differs (opening, the scope lock, how a write transaction begins) each backend
+//! module defines itself under the same names: `Db`, `Conn`, `WriteTx` (with `conn` and
+//! `commit`), `begin_write` and `lock_scope`.
+
+/// The `memories` columns, in the shape of `MemoryRecord`.
+macro_rules! memory_columns {
+    () => {
+        "id, domain, namespace, kind, title, content, content_hash, lifecycle, helpful, harmful, \
+         occurrence_count, dedup_verified, CAST(dedup_attempts AS BIGINT) AS dedup_attempts, dedup_last_error, \
+         deprecated, merged_into, CAST(metadata AS TEXT) AS metadata, created_at, updated_at"
+    };
+}
+
+/// Stamps out the shared queries for `$backend` in a child module `queries`. `$json` is
+/// what follows a bound parameter to make it a JSON column value (`""` or `"::jsonb"`).
+macro_rules! shared_queries {
+    ($backend:ident, json_param = $json:literal) => {
+        mod queries {
+            use std::collections::BTreeMap;
+            use std::sync::Arc;
+
+            use dedup_core::ContentHash;
+            use sqlx::QueryBuilder;
+
+            use super::*;
+            use crate::store::{
+                FreshIndex, IndexHandle, IndexState, MemoryRecord, PreparedMemory, VectorRecord, dims_i32, now, top_k,
+            };
+            use crate::{
+                Error, InsertOutcome, ListFilter, Memory, MemoryId, NamespaceStats, Result, Scope, StoredVector,
+            };
+
+            /// Rows per multi-row insert.
+            const INSERT_CHUNK: usize = 100;
+
+            impl $backend {
+                pub(in crate::store) async fn find_exact(
+                    &self,
+                    scope: &Scope,
+                    hash: &ContentHash,
+                ) -> Result<Option<MemoryId>> {
+                    let mut conn = self.pool.acquire().await?;
+                    find_exact_on(&mut conn, scope, hash).await
+                }
+
+                /// A read guard on the index of (`scope`, `model`), brought up to date
+                /// with the scope's watermark first.
+                ///
+                /// Lock order: a pool connection, then the index lock (never the other way
+                /// round), so a refresh can never wait for a connection held by a writer
+                /// that waits for the index.
+                pub(in crate::store) async fn fresh_index(
+                    &self,
+                    handle: IndexHandle,
+                    scope: &Scope,
+                    model: &str,
+                ) -> Result<FreshIndex> {
+                    let mut conn = self.pool.acquire().await?;
+                    let version = scope_version(&mut conn, scope).await?;
+                    let state = Arc::clone(&handle).read_owned().await;
+                    if state.is_current(version) {
+                        return Ok(state);
+                    }
+                    drop(state);
+                    let mut state = handle.write_owned().await;
+                    refresh(&mut conn, &mut state, scope, model, version).await?;
+                    Ok(state.downgrade())
+                }
+
+                pub(in crate::store) async fn insert_checked(
+                    &self,
+                    prepared: &PreparedMemory,
+                    vector: Option<&StoredVector>,
+                    threshold: Option<f32>,
+                    handle: Option<IndexHandle>,
+                ) -> Result<InsertOutcome> {
+                    let scope = &prepared.memory.scope;
+                    let indexed = handle.as_ref().zip(vector);
+                    // Catch up outside the write lock, so that the locked transaction only
+                    // reads what changed meanwhile.
+                    if let Some((handle, vector)) = indexed {
+                        let fresh = self.fresh_index(Arc::clone(handle), scope, &vector.model).await?;
+                        fresh.check_dims(&vector.embedding)?;
+                    }
+
+                    let mut write = self.begin_write().await?;
+                    lock_scope(write.conn(), scope).await?;
+                    if let Some(id) = find_exact_on(write.conn(), scope, &prepared.hash).await? {
+                        return Ok(InsertOutcome::ExactDuplicate(id));
+                    }
+                    if let Some((handle, vector)) = indexed {
+                        let version = scope_version(write.conn(), scope).await?;
+                        let mut state = Arc::clone(handle).write_owned().await;
+                        refresh(write.conn(), &mut state, scope, &vector.model, version).await?;
+                        state.check_dims(&vector.embedding)?;
+                        if let Some(threshold) = threshold {
+                            let (state, best) = top_k(state, &vector.embedding, 1, Some(threshold)).await?;
+                            drop(state);
+                            if let Some(best) = best.first() {
+                                return Ok(InsertOutcome::SemanticDuplicate { id: best.id, score: best.score });
+                            }
+                        }
+                    }
+
+                    let version = bump_version(write.conn(), scope).await?;
+                    let memory = &prepared.memory;
+                    let inserted: Option<i64> = sqlx::query_scalar(concat!(
+                        "INSERT INTO memories (domain, namespace, kind, title, content, content_hash, metadata, \
+                         created_at, updated_at, change_seq) VALUES ($1, $2, $3, $4, $5, $6, $7",
+                        $json,
+                        ", $8, $8, $9) ON CONFLICT (domain, namespace, content_hash) WHERE NOT deprecated \
+                         DO NOTHING RETURNING id"
+                    ))
+                    .bind(scope.domain())
+                    .bind(scope.namespace_name())
+                    .bind(&memory.kind)
+                    .bind(memory.title.as_deref())
+                    .bind(&memory.content)
+                    .bind(prepared.hash.as_str())
+                    .bind(&prepared.metadata_json)
+                    .bind(prepared.now)
+                    .bind(version)
+                    .fetch_optional(write.conn())
+                    .await?;
+                    let Some(id) = inserted.map(MemoryId::new) else {
+                        // Only a writer that skipped the scope lock can get here; the row
+                        // it stored wins.
+                        drop(write);
+                        return match self.find_exact(scope, &prepared.hash).await? {
+                            Some(id) => Ok(InsertOutcome::ExactDuplicate(id)),
+                            None => Err(Error::Corrupt {
+                                table: "memories",
+                                reason: format!(
+                                    "insert of {} conflicted with a live row that cannot be found",
+                                    prepared.hash.fingerprint()
+                                ),
+                            }),
+                        };
+                    };
+                    if let Some(vector) = vector {
+                        sqlx::query("INSERT INTO embeddings (memory_id, model, dims, vector) VALUES ($1, $2, $3, $4)")
+                            .bind(id.get())
+                            .bind(&vector.model)
+                            .bind(dims_i32(&vector.embedding)?)
+                            .bind(vector.embedding.to_le_bytes())
+                            .execute(write.conn())
+                            .await?;
+                    }
+                    write.commit().await?;
+
+                    if let Some((handle, vector)) = indexed {
+                        handle.write().await.apply_insert(id, &vector.embedding, version)?;
+                    }
+                    Ok(InsertOutcome::Inserted(id))
+                }
+
+                /// Deprecates `id`; the scope and its new version, or `None` if it was
+                /// deprecated already.
+                pub(in crate::store) async fn deprecate(
+                    &self,
+                    id: MemoryId,
+                    merged_into: Option<MemoryId>,
+                ) -> Result<Option<(Scope, i64)>> {
+                    let mut write = self.begin_write().await?;
+                    let (scope, _) = scope_of(write.conn(), id).await?.ok_or(Error::NotFound(id))?;
+                    lock_scope(write.conn(), &scope).await?;
+                    // Read again under the lock: another writer may have deprecated it.
+                    let (_, deprecated) = scope_of(write.conn(), id).await?.ok_or(Error::NotFound(id))?;
+                    if deprecated {
+                        return Ok(None);
+                    }
+                    if let Some(into) = merged_into {
+                        let (into_scope, _) = scope_of(write.conn(), into).await?.ok_or(Error::NotFound(into))?;
+                        if into_scope != scope {
+                            return Err(Error::InvalidMerge {
+                                id,
+                                into,
+                                reason: "the memories are in different scopes",
+                            });
+                        }
+                    }
+                    let version = bump_version(write.conn(), &scope).await?;
+                    sqlx::query(
+                        "UPDATE memories SET deprecated = TRUE, merged_into = $2, updated_at = $3, change_seq = $4 \
+                         WHERE id = $1",
+                    )
+                    .bind(id.get())
+                    .bind(merged_into.map(MemoryId::get))
+                    .bind(now())
+                    .bind(version)
+                    .execute(write.conn())
+                    .await?;
+                    write.commit().await?;
+                    Ok(Some((scope, version)))
+                }
+
+                pub(in crate::store) async fn get(&self, id: MemoryId) -> Result<Option<Memory>> {
+                    let record: Option<MemoryRecord> =
+                        sqlx::query_as(concat!("SELECT ", memory_columns!(), " FROM memories WHERE id = $1"))
+                            .bind(id.get())
+                            .fetch_optional(&self.pool)
+                            .await?;
+                    record.map(Memory::try_from).transpose()
+                }
+
+                pub(in crate::store) async fn list(&self, filter: &ListFilter) -> Result<Vec<Memory>> {
+                    let mut query =
+                        QueryBuilder::<Db>::new(concat!("SELECT ", memory_columns!(), " FROM memories WHERE TRUE"));
+                    if let Some(domain) = &filter.domain {
+                        query.push(" AND domain = ").push_bind(domain.as_str());
+                    }
+                    if let Some(namespace) = &filter.namespace {
+                        query.push(" AND namespace = ").push_bind(namespace.as_str());
+                    }
+                    if !filter.include_deprecated {
+                        query.push(" AND NOT deprecated");
+                    }
+                    if let Some(after) = filter.after {
+                        query.push(" AND id > ").push_bind(after.get());
+                    }
+                    query.push(" ORDER BY id");
+                    if filter.limit > 0 {
+                        query.push(" LIMIT ").push_bind(i64::try_from(filter.limit).unwrap_or(i64::MAX));
+                    }
+                    let records: Vec<MemoryRecord> = query.build_query_as().fetch_all(&self.pool).await?;
+                    records.into_iter().map(Memory::try_from).collect()
+                }
+
+                pub(in crate::store) async fn note_occurrence(&self, id: MemoryId) -> Result<()> {
+                    let mut write = self.begin_write().await?;
+                    let updated = sqlx::query(
+                        "UPDATE memories SET occurrence_count = occurrence_count + 1, updated_at = $2 WHERE id = $1",
+                    )
+                    .bind(id.get())
+                    .bind(now())
+                    .execute(write.conn())
+                    .await?;
+                    if updated.rows_affected() == 0 {
+                        return Err(Error::NotFound(id));
+                    }
+                    write.commit().await
+                }
+
+                pub(in crate::store) async fn record_skip(&self, scope: &Scope, reason: &str) -> Result<()> {
+                    let mut write = self.begin_write().await?;
+                    sqlx::query(
+                        "INSERT INTO dedup_skips (domain, namespace, reason, count) VALUES ($1, $2, $3, 1) \
+                         ON CONFLICT (domain, namespace, reason) DO UPDATE SET count = dedup_skips.count + 1",
+                    )
+                    .bind(scope.domain())
+                    .bind(scope.namespace_name())
+                    .bind(reason)
+                    .execute(write.conn())
+                    .await?;
+                    write.commit().await
+                }
+
+                /// Per-scope counts in (domain, namespace) order, and the cache size.
+                pub(in crate::store) async fn stats(&self) -> Result<(Vec<NamespaceStats>, u64)> {
+                    let counts: Vec<(String, String, i64, i64)> = sqlx::query_as(
+                        "SELECT domain, namespace, COUNT(*) FILTER (WHERE NOT deprecated), \
+                         COUNT(*) FILTER (WHERE deprecated) FROM memories GROUP BY domain, namespace",
+                    )
+                    .fetch_all(&self.pool)
+                    .await?;
+                    let skips: Vec<(String, String, String, i64)> =
+                        sqlx::query_as("SELECT domain, namespace, reason, count FROM dedup_skips")
+                            .fetch_all(&self.pool)
+                            .await?;
+                    let cached: i64 =
+                        sqlx::query_scalar("SELECT COUNT(*) FROM embedding_cache").fetch_one(&self.pool).await?;
+
+                    let count = |table: &'static str, value: i64| {
+                        u64::try_from(value)
+                            .map_err(|_| Error::Corrupt { table, reason: format!("negative count {value}") })
+                    };
+                    let mut scopes: BTreeMap<(String, String), NamespaceStats> = BTreeMap::new();
+                    for (domain, namespace, live, deprecated) in counts {
+                        let stats = scope_entry(&mut scopes, domain, namespace);
+                        stats.live = count("memories", live)?;
+                        stats.deprecated = count("memories", deprecated)?;
+                    }
+                    for (domain, namespace, reason, skipped) in skips {
+                        scope_entry(&mut scopes, domain, namespace)
+                            .skipped
+                            .insert(reason, count("dedup_skips", skipped)?);
+                    }
+                    Ok((scopes.into_values().collect(), count("embedding_cache", cached)?))
+                }
+
+                pub(in crate::store) async fn cache_embeddings(
+                    &self,
+                    model: &str,
+                    entries: &[(ContentHash, dedup_core::Embedding)],
+                ) -> Result<()> {
+                    let rows = entries
+                        .iter()
+                        .map(|(hash, embedding)| Ok((hash.as_str(), dims_i32(embedding)?, embedding.to_le_bytes())))
+                        .collect::<Result<Vec<_>>>()?;
+                    let created_at = now();
+                    let mut write = self.begin_write().await?;
+                    for chunk in rows.chunks(INSERT_CHUNK) {
+                        let mut query = QueryBuilder::<Db>::new(
+                            "INSERT INTO embedding_cache (model, text_hash, dims, vector, created_at) ",
+                        );
+                        query.push_values(chunk, |mut row, (hash, dims, bytes)| {
+                            row.push_bind(model)
+                                .push_bind(*hash)
+                                .push_bind(*dims)
+                                .push_bind(bytes.as_slice())
+                                .push_bind(created_at);
+                        });
+                        query.push(" ON CONFLICT (model, text_hash) DO NOTHING");
+                        query.build().execute(write.conn()).await?;
+                    }
+                    write.commit().await
+                }
+
+                pub(in crate::store) async fn add_edge(
+                    &self,
+                    source: MemoryId,
+                    target: MemoryId,
+                    kind: &str,
+                ) -> Result<bool> {
+                    let mut write = self.begin_write().await?;
+                    let existing: Vec<i64> = sqlx::query_scalar("SELECT id FROM memories WHERE id = $1 OR id = $2")
+                        .bind(source.get())
+                        .bind(target.get())
+                        .fetch_all(write.conn())
+                        .await?;
+                    for id in [source, target] {
+                        if !existing.contains(&id.get()) {
+                            return Err(Error::NotFound(id));
+                        }
+                    }
+                    let added = sqlx::query(
+                        "INSERT INTO edges (source, target, kind, created_at) VALUES ($1, $2, $3, $4) \
+                         ON CONFLICT (source, target, kind) DO NOTHING",
+                    )
+                    .bind(source.get())
+                    .bind(target.get())
+                    .bind(kind)
+                    .bind(now())
+                    .execute(write.conn())
+                    .await?;
+                    write.commit().await?;
+                    Ok(added.rows_affected() == 1)
+                }
+            }
+
+            fn scope_entry(
+                scopes: &mut BTreeMap<(String, String), NamespaceStats>,
+                domain: String,
+                namespace: String,
+            ) -> &mut NamespaceStats {
+                scopes.entry((domain.clone(), namespace.clone())).or_insert_with(|| NamespaceStats {
+                    domain,
+                    namespace,
+                    live: 0,
+                    deprecated: 0,
+                    skipped: BTreeMap::new(),
+                })
+            }
+
+            async fn find_exact_on(conn: &mut Conn, scope: &Scope, hash: &ContentHash) -> Result<Option<MemoryId>> {
+                let id: Option<i64> = sqlx::query_scalar(
+                    "SELECT id FROM memories WHERE domain = $1 AND namespace = $2 AND content_hash = $3 \
+                     AND NOT deprecated",
+                )
+                .bind(scope.domain())
+                .bind(scope.namespace_name())
+                .bind(hash.as_str())
+                .fetch_optional(&mut *conn)
+                .await?;
+                Ok(id.map(MemoryId::new))
+            }
+
+            /// The scope's change watermark: 0 before its first write.
+            async fn scope_version(conn: &mut Conn, scope: &Scope) -> Result<i64> {
+                let version: Option<i64> =
+                    sqlx::query_scalar("SELECT version FROM scope_state WHERE domain = $1 AND namespace = $2")
+                        .bind(scope.domain())
+                        .bind(scope.namespace_name())
+                        .fetch_optional(&mut *conn)
+                        .await?;
+                Ok(version.unwrap_or(0))
+            }
+
+            /// Bumps the scope's watermark; call under the scope lock. Returns the new
+            /// version, which the written rows get as their `change_seq`.
+            async fn bump_version(conn: &mut Conn, scope: &Scope) -> Result<i64> {
+                let version: i64 = sqlx::query_scalar(
+                    "INSERT INTO scope_state (domain, namespace, version) VALUES ($1, $2, 1) \
+                     ON CONFLICT (domain, namespace) DO UPDATE SET version = scope_state.version + 1 \
+                     RETURNING version",
+                )
+                .bind(scope.domain())
+                .bind(scope.namespace_name())
+                .fetch_one(&mut *conn)
+                .await?;
+                Ok(version)
+            }
+
+            /// The scope of a memory and whether it is deprecated.
+            async fn scope_of(conn: &mut Conn, id: MemoryId) -> Result<Option<(Scope, bool)>> {
+                let row: Option<(String, String, bool)> =
+                    sqlx::query_as("SELECT domain, namespace, deprecated FROM memories WHERE id = $1")
+                        .bind(id.get())
+                        .fetch_optional(&mut *conn)
+                        .await?;
+                row.map(|(domain, namespace, deprecated)| {
+                    Scope::new(&domain, &namespace)
+                        .map(|scope| (scope, deprecated))
+                        .map_err(|e| Error::Corrupt { table: "memories", reason: format!("id {id}: {e}") })
+                })
+                .transpose()
+            }
+
+            /// Brings `state` up to `version`, read just before: a full load of the live
+            /// rows the first time, else the rows changed since the version it reflects.
+            async fn refresh(
+                conn: &mut Conn,
+                state: &mut IndexState,
+                scope: &Scope,
+                model: &str,
+                version: i64,
+            ) -> Result<()> {
+                if state.is_current(version) {
+                    return Ok(());
+                }
+                let rows: Vec<VectorRecord> = match state.version {
+                    None => {
+                        sqlx::query_as(
+                            "SELECT m.id, m.deprecated, CAST(e.dims AS BIGINT) AS dims, e.vector \
+                             FROM memories m JOIN embeddings e ON e.memory_id = m.id AND e.model = $3 \
+                             WHERE m.domain = $1 AND m.namespace = $2 AND NOT m.deprecated",
+                        )
+                        .bind(scope.domain())
+                        .bind(scope.namespace_name())
+                        .bind(model)
+                        .fetch_all(&mut *conn)
+                        .await?
+                    }
+                    Some(since) => {
+                        sqlx::query_as(
+                            "SELECT m.id, m.deprecated, CAST(e.dims AS BIGINT) AS dims, e.vector \
+                             FROM memories m LEFT JOIN embeddings e ON e.memory_id = m.id AND e.model = $3 \
+                             WHERE m.domain = $1 AND m.namespace = $2 AND m.change_seq > $4",
+                        )
+                        .bind(scope.domain())
+                        .bind(scope.namespace_name())
+                        .bind(model)
+                        .bind(since)
+                        .fetch_all(&mut *conn)
+                        .await?
+                    }
+                };
+                let full = state.version.is_none();
+                state.apply(rows, full, version)
+            }
+        }
+    };
+}

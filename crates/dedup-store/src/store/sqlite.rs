@@ -1,0 +1,113 @@
+//! The SQLite backend: one file in WAL mode. A write transaction begins with
+//! `BEGIN IMMEDIATE`, which takes the database's write lock (and so every scope's lock);
+//! writers of one handle queue on an in-process gate first, so they do not spin on the
+//! busy handler against each other.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use dedup_core::{ContentHash, Embedding};
+use sqlx::migrate::Migrator;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{QueryBuilder, Sqlite, SqliteConnection, SqlitePool, Transaction};
+use tokio::sync::{Mutex, OwnedMutexGuard};
+
+use super::{CachedRecord, StoreOptions, decode_cached, migrate_error, open_error};
+use crate::{DbLocation, Error, Result, Scope};
+
+type Db = Sqlite;
+type Conn = SqliteConnection;
+
+static MIGRATOR: Migrator = sqlx::migrate!("./migrations/sqlite");
+
+/// Hashes per `IN (…)` list, well under SQLite's limit on bound variables.
+const IN_CHUNK: usize = 500;
+
+/// An open SQLite database.
+pub(super) struct SqliteBackend {
+    pub(super) pool: SqlitePool,
+    /// Held by this handle's writer for the length of its write transaction.
+    write_gate: Arc<Mutex<()>>,
+}
+
+/// A write transaction holding the database write lock.
+struct WriteTx {
+    tx: Transaction<'static, Db>,
+    _gate: OwnedMutexGuard<()>,
+}
+
+impl WriteTx {
+    fn conn(&mut self) -> &mut Conn {
+        &mut self.tx
+    }
+
+    async fn commit(self) -> Result<()> {
+        self.tx.commit().await?;
+        Ok(())
+    }
+}
+
+impl SqliteBackend {
+    pub(super) async fn open(path: &Path, location: &DbLocation, options: &StoreOptions) -> Result<SqliteBackend> {
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            tokio::fs::create_dir_all(parent).await.map_err(|e| Error::Open {
+                location: location.redacted(),
+                source: sqlx::Error::Configuration(format!("cannot create directory {}: {e}", parent.display()).into()),
+            })?;
+        }
+        let connect = SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .foreign_keys(true)
+            .busy_timeout(options.busy_timeout);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(options.max_connections.max(1))
+            .acquire_timeout(options.connect_timeout)
+            .connect_with(connect)
+            .await
+            .map_err(|e| open_error(location, options.busy_timeout, e))?;
+        MIGRATOR.run(&pool).await.map_err(|e| migrate_error(location, options.busy_timeout, e))?;
+        Ok(SqliteBackend { pool, write_gate: Arc::new(Mutex::new(())) })
+    }
+
+    /// Begins a write transaction with `BEGIN IMMEDIATE`, waiting up to the busy timeout
+    /// for another process's write lock. Dropping it rolls back.
+    async fn begin_write(&self) -> Result<WriteTx> {
+        let gate = Arc::clone(&self.write_gate).lock_owned().await;
+        let tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        Ok(WriteTx { tx, _gate: gate })
+    }
+
+    pub(super) async fn cached_embeddings(
+        &self,
+        model: &str,
+        hashes: &[ContentHash],
+    ) -> Result<HashMap<ContentHash, Embedding>> {
+        let mut found = HashMap::new();
+        let mut conn = self.pool.acquire().await?;
+        for chunk in hashes.chunks(IN_CHUNK) {
+            let mut query = QueryBuilder::<Db>::new(
+                "SELECT text_hash, CAST(dims AS BIGINT) AS dims, vector FROM embedding_cache WHERE model = ",
+            );
+            query.push_bind(model).push(" AND text_hash IN (");
+            let mut list = query.separated(", ");
+            for hash in chunk {
+                list.push_bind(hash.as_str());
+            }
+            query.push(")");
+            let rows: Vec<CachedRecord> = query.build_query_as().fetch_all(&mut *conn).await?;
+            decode_cached(rows, &mut found)?;
+        }
+        Ok(found)
+    }
+}
+
+/// The scope lock: `BEGIN IMMEDIATE` already holds the whole database's write lock.
+async fn lock_scope(_conn: &mut Conn, _scope: &Scope) -> Result<()> {
+    Ok(())
+}
+
+shared_queries!(SqliteBackend, json_param = "");
