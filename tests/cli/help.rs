@@ -6,7 +6,19 @@ use crate::support::memdedup;
 
 #[test]
 fn help_works_for_every_command() {
-    let commands: [&[&str]; 5] = [&[], &["playbook"], &["playbook", "dedup"], &["scan"], &["similarity"]];
+    let commands: [&[&str]; 11] = [
+        &[],
+        &["playbook"],
+        &["playbook", "dedup"],
+        &["scan"],
+        &["similarity"],
+        &["check"],
+        &["add"],
+        &["capture"],
+        &["list"],
+        &["show"],
+        &["stats"],
+    ];
     for command in commands {
         memdedup().args(command).arg("--help").assert().success().stdout(contains("Usage: memdedup")).stderr("");
     }

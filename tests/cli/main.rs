@@ -2,6 +2,7 @@
 
 mod bad_input;
 mod help;
+mod memory;
 mod model_unavailable;
 mod playbook;
 mod scan;

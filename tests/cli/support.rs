@@ -16,8 +16,22 @@ pub const EXAMPLE_MEMORIES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../e
 pub const THRESHOLD_ENV_VAR: &str = "AGENTIC_CONTEXT_DEDUP_THRESHOLD";
 
 /// Variables that change the binary's behaviour or output and must not leak in from the
-/// shell running the tests. The model location variables are kept on purpose.
-const CLEARED_ENV_VARS: [&str; 2] = [THRESHOLD_ENV_VAR, "MEMDEDUP_LOG"];
+/// shell running the tests. The model location variables are kept on purpose; tests that
+/// use a database pass `--db` explicitly.
+const CLEARED_ENV_VARS: [&str; 12] = [
+    THRESHOLD_ENV_VAR,
+    "MEMDEDUP_LOG",
+    "MEMDEDUP_CONFIG",
+    "DATABASE_URL",
+    "SUBCOG_DEDUP_ENABLED",
+    "SUBCOG_DEDUP_THRESHOLD_DECISIONS",
+    "SUBCOG_DEDUP_THRESHOLD_PATTERNS",
+    "SUBCOG_DEDUP_THRESHOLD_LEARNINGS",
+    "SUBCOG_DEDUP_THRESHOLD_DEFAULT",
+    "SUBCOG_DEDUP_TIME_WINDOW_SECS",
+    "SUBCOG_DEDUP_CACHE_CAPACITY",
+    "SUBCOG_DEDUP_REDIS_URL",
+];
 
 /// The hint every model-related failure must carry.
 pub const FETCH_MODEL: &str = "cargo xtask fetch-model";
@@ -28,7 +42,26 @@ pub fn memdedup() -> Command {
     for name in CLEARED_ENV_VARS {
         cmd.env_remove(name);
     }
+    // No memdedup.toml from the directory the tests run in.
+    cmd.current_dir(std::env::temp_dir());
     cmd
+}
+
+/// The admin URL of the disposable Postgres server `cargo xtask ci` starts.
+pub fn postgres_url() -> String {
+    match std::env::var("DATABASE_URL") {
+        Ok(url) if !url.trim().is_empty() => url,
+        _ => panic!(
+            "this test needs a Postgres server: run the suite with `cargo xtask ci` (it starts a disposable one) or set DATABASE_URL"
+        ),
+    }
+}
+
+/// A namespace no other test or run uses, for tests sharing one Postgres database.
+pub fn unique_namespace(prefix: &str) -> String {
+    use std::time::{SystemTime, UNIX_EPOCH};
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    format!("{prefix}-{}-{nanos}", std::process::id())
 }
 
 /// Panics, naming the fetch command, unless the binary can load the local model.

@@ -32,6 +32,16 @@ pub(crate) struct GlobalArgs {
     /// More log output on stderr (-v info, -vv debug). MEMDEDUP_LOG overrides.
     #[arg(long, short, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
+    /// The memory database: a SQLite file path or a postgres:// URL (default:
+    /// $DATABASE_URL, then `[store] db` of memdedup.toml, then $MEMDEDUP_HOME/memdedup.db,
+    /// then ~/.local/share/memdedup/memdedup.db). For `scan` and `playbook dedup` it
+    /// turns on the embedding cache and is never defaulted.
+    #[arg(long, global = true, value_name = "PATH|URL")]
+    pub db: Option<String>,
+    /// The config file (default: $MEMDEDUP_CONFIG, ./memdedup.toml,
+    /// $MEMDEDUP_HOME/memdedup.toml, ~/.config/memdedup/memdedup.toml).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -45,6 +55,109 @@ pub(crate) enum Command {
     Scan(ScanArgs),
     /// Print the cosine similarity of two texts, to tune thresholds.
     Similarity(SimilarityArgs),
+    /// Check whether a text duplicates a stored memory (exact, then semantic, then recent).
+    Check(CheckArgs),
+    /// Store a memory unless it duplicates one; say which one and why.
+    Add(AddArgs),
+    /// Check and store candidate memories (JSONL) and print PreCompact hook output.
+    ///
+    /// Each line is `{"content": …, "namespace": …}` (namespace optional; `domain`, `kind`
+    /// and `title` too). Duplicates are skipped, the rest stored. The output is the JSON a
+    /// Claude Code PreCompact hook prints (docs/CLI.md shows the hook configuration).
+    Capture(CaptureArgs),
+    /// List stored memories, oldest first.
+    List(ListArgs),
+    /// Show one memory with all its fields.
+    Show(ShowArgs),
+    /// Per-namespace counts and the duplicates skipped, by reason.
+    Stats(JsonArgs),
+}
+
+/// Where a memory lives.
+#[derive(Debug, Args)]
+pub(crate) struct ScopeArgs {
+    /// The namespace (letters, digits, `_`, `-`, `.`; at most 64).
+    #[arg(long, short, default_value = "default")]
+    pub namespace: String,
+    /// The domain.
+    #[arg(long, default_value = "global")]
+    pub domain: String,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct CheckArgs {
+    /// The text (`-` reads stdin).
+    pub text: String,
+    #[command(flatten)]
+    pub scope: ScopeArgs,
+    /// Print the DuplicateCheckResult as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct AddArgs {
+    /// The text (`-` reads stdin).
+    pub text: String,
+    #[command(flatten)]
+    pub scope: ScopeArgs,
+    /// The memory's kind (lesson, decision, fact, …).
+    #[arg(long, short, default_value = "memory")]
+    pub kind: String,
+    /// A short title.
+    #[arg(long, short)]
+    pub title: Option<String>,
+    /// Print the outcome as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct CaptureArgs {
+    /// JSONL candidates; `-` (the default) reads stdin.
+    #[arg(default_value = "-")]
+    pub file: PathBuf,
+    /// Print every candidate's outcome as JSON instead of the hook output.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ListArgs {
+    /// Only this namespace.
+    #[arg(long, short)]
+    pub namespace: Option<String>,
+    /// Only this domain.
+    #[arg(long)]
+    pub domain: Option<String>,
+    /// Include deprecated (merged or retired) memories.
+    #[arg(long)]
+    pub all: bool,
+    /// At most this many.
+    #[arg(long, default_value_t = 100)]
+    pub limit: usize,
+    /// Only ids greater than this (paging).
+    #[arg(long, value_name = "ID")]
+    pub after: Option<i64>,
+    /// Print a JSON array.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ShowArgs {
+    /// The memory id (or its memdedup:// URN).
+    pub id: String,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct JsonArgs {
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Subcommand)]

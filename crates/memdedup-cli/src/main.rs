@@ -1,11 +1,14 @@
-//! The `memdedup` command: deduplicate agent playbooks and memory collections from the shell.
+//! The `memdedup` command: deduplicate agent playbooks and memory collections, and check and
+//! store memories in a persistent store, from the shell.
 //!
 //! Exit codes: 0 success, 1 failure (bad input, model unavailable, I/O), 2 usage error.
 //! Data goes to stdout (`--json` prints exactly one JSON document); progress, warnings and
 //! errors go to stderr. Nothing is written on any error: files are replaced atomically.
 
+mod capture_cmd;
 mod cli;
 mod input;
+mod memory_cmd;
 mod output;
 mod playbook_cmd;
 mod progress;
@@ -38,6 +41,12 @@ fn main() -> ExitCode {
             Command::Playbook { command: PlaybookCommand::Dedup(args) } => playbook_cmd::run(&cli.global, args).await,
             Command::Scan(args) => scan_cmd::run(&cli.global, args).await,
             Command::Similarity(args) => similarity_cmd::run(&cli.global, args).await,
+            Command::Check(args) => memory_cmd::check(&cli.global, args).await,
+            Command::Add(args) => memory_cmd::add(&cli.global, args).await,
+            Command::Capture(args) => capture_cmd::run(&cli.global, args).await,
+            Command::List(args) => memory_cmd::list(&cli.global, args).await,
+            Command::Show(args) => memory_cmd::show(&cli.global, args).await,
+            Command::Stats(args) => memory_cmd::stats(&cli.global, args).await,
         }
     });
     match result {

@@ -13,7 +13,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: &ScanArgs) -> Result<()> {
     let name = display_name(&args.file);
     let items = parse_collection(&read_text(&args.file)?, &name)?;
     let options = ScanOptions { threshold: Threshold::new(args.threshold)?, cross_namespace: args.cross_namespace };
-    let embedder = memdedup::default_embedder(global.model_dir.as_deref())?;
+    let embedder = crate::memory_cmd::collection_embedder(global).await??;
     let bar = embedding_bar(items.len(), global.quiet);
     let progress = |done: usize, total: usize| {
         bar.set_length(total as u64);

@@ -20,6 +20,20 @@ pub enum Error {
         /// Dimensions of an offending vector.
         got: usize,
     },
+    /// The memory store failed or rejected the request.
+    #[error(transparent)]
+    Store(#[from] dedup_store::Error),
+    /// The duplicate checker failed or its configuration is invalid.
+    #[error(transparent)]
+    Dedup(#[from] dedup_precompact::Error),
+    /// The config file is unreadable or invalid.
+    #[error("invalid configuration in {origin}: {message}")]
+    Config {
+        /// The file.
+        origin: String,
+        /// What is wrong, naming the key.
+        message: String,
+    },
     /// The embedder broke its contract: a wrong number of vectors.
     #[error("embedder {model} returned {got} vectors for {expected} texts")]
     EmbedderContract {
@@ -39,7 +53,9 @@ impl Error {
         match self {
             Error::Embedder(e) => e.is_unavailable(),
             Error::EmbedderContract { .. } | Error::EmbedderDimensions { .. } => true,
-            Error::Input(_) => false,
+            Error::Store(e) => e.is_unavailable(),
+            Error::Dedup(e) => e.is_unavailable(),
+            Error::Input(_) | Error::Config { .. } => false,
         }
     }
 }

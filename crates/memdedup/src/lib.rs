@@ -6,11 +6,18 @@
 //! [`scan_collection`] (groups of duplicates in any collection of memories). Embedders are
 //! pluggable as `Arc<dyn Embedder>`; the default is the offline [`LocalEmbedder`].
 //!
+//! For memories that persist, [`Store`] (SQLite or Postgres) holds them and
+//! [`DeduplicationService`] answers "is this new memory already known?" (exact → semantic
+//! → recent) before storing it. [`ConfigFile`] reads `memdedup.toml`; [`CachedEmbedder`]
+//! puts the store's embedding cache in front of any embedder.
+//!
 //! **Architecture invariant:** the facade adds wiring, not logic: grouping and merge rules
 //! live in `dedup-core`, models in `dedup-embed`. It must not depend on the CLI.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
+mod cached;
 mod collection;
+mod config;
 mod embed;
 mod error;
 mod playbook;
@@ -29,7 +36,25 @@ pub use dedup_embed::{LOCAL_MODEL_ID, LocalEmbedder, LocalOptions};
 #[doc(inline)]
 pub use dedup_embed::{OpenAiConfig, OpenAiEmbedder};
 
+#[doc(inline)]
+pub use dedup_core::{ContentHash, normalize_content};
+#[doc(inline)]
+pub use dedup_precompact::{
+    AddOutcome, CheckFailure, CheckType, DeduplicationConfig, DeduplicationService, DuplicateCheckResult,
+    DuplicateReason, RecentCaptureCache, RecentCaptures,
+};
+#[cfg(feature = "redis")]
+#[doc(inline)]
+pub use dedup_precompact::RedisRecentCaptures;
+#[doc(inline)]
+pub use dedup_store::{
+    DEFAULT_DOMAIN, DbLocation, InsertOutcome, Lifecycle, ListFilter, Memory, MemoryId, NamespaceStats, Neighbour,
+    NewMemory, Scope, Store, StoreOptions, StoreStats,
+};
+
+pub use cached::CachedEmbedder;
 pub use collection::{CollectionItem, DEFAULT_NAMESPACE, ScanOptions, ScanReport, scan_collection};
+pub use config::{CONFIG_ENV_VAR, CONFIG_FILE_NAME, ConfigFile};
 pub use embed::{EMBED_CHUNK, default_embedder, embed_texts};
 pub use error::{Error, Result};
 pub use playbook::{DedupOutcome, DedupReport, deduplicate_playbook, run_deduplication, run_deduplication_with};
@@ -40,4 +65,8 @@ pub mod crates {
     pub use dedup_core as core;
     #[doc(inline)]
     pub use dedup_embed as embed;
+    #[doc(inline)]
+    pub use dedup_precompact as precompact;
+    #[doc(inline)]
+    pub use dedup_store as store;
 }

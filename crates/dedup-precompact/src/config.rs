@@ -1,0 +1,357 @@
+//! Seed 004's [`DeduplicationConfig`]: defaults, the `[dedup]` table of a config file and
+//! the `SUBCOG_DEDUP_*` environment variables, in that order of precedence.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use crate::{Error, Result};
+
+/// The prefix of every environment variable this crate reads.
+pub const ENV_PREFIX: &str = "SUBCOG_DEDUP_";
+
+const ENV_ENABLED: &str = "SUBCOG_DEDUP_ENABLED";
+const ENV_THRESHOLD_DEFAULT: &str = "SUBCOG_DEDUP_THRESHOLD_DEFAULT";
+const ENV_TIME_WINDOW_SECS: &str = "SUBCOG_DEDUP_TIME_WINDOW_SECS";
+const ENV_CACHE_CAPACITY: &str = "SUBCOG_DEDUP_CACHE_CAPACITY";
+const ENV_MIN_SEMANTIC_LENGTH: &str = "SUBCOG_DEDUP_MIN_SEMANTIC_LENGTH";
+const ENV_REDIS_URL: &str = "SUBCOG_DEDUP_REDIS_URL";
+
+/// Seed 004's per-namespace thresholds: (namespace, variable, default).
+const NAMED_THRESHOLDS: [(&str, &str, f32); 3] = [
+    ("decisions", "SUBCOG_DEDUP_THRESHOLD_DECISIONS", 0.92),
+    ("patterns", "SUBCOG_DEDUP_THRESHOLD_PATTERNS", 0.90),
+    ("learnings", "SUBCOG_DEDUP_THRESHOLD_LEARNINGS", 0.88),
+];
+
+/// Every variable [`DeduplicationConfig::apply_env`] reads; any other `SUBCOG_DEDUP_*`
+/// variable is ignored.
+const ENV_VARS: [&str; 9] = [
+    ENV_ENABLED,
+    NAMED_THRESHOLDS[0].1,
+    NAMED_THRESHOLDS[1].1,
+    NAMED_THRESHOLDS[2].1,
+    ENV_THRESHOLD_DEFAULT,
+    ENV_TIME_WINDOW_SECS,
+    ENV_CACHE_CAPACITY,
+    ENV_MIN_SEMANTIC_LENGTH,
+    ENV_REDIS_URL,
+];
+
+/// The keys of the `[dedup]` table of a config file.
+const TOML_KEYS: [&str; 7] = [
+    "enabled",
+    "default_threshold",
+    "time_window_secs",
+    "cache_capacity",
+    "min_semantic_length",
+    "redis_url",
+    "thresholds",
+];
+
+/// How the check-before-store chain behaves (seed 004's configuration table).
+///
+/// Values come from, lowest precedence first: [`Default`], the `[dedup]` table of a config
+/// file ([`DeduplicationConfig::apply_toml`]), the `SUBCOG_DEDUP_*` environment variables
+/// ([`DeduplicationConfig::apply_env`]); [`DeduplicationConfig::load`] applies all three.
+/// A config built that way always passes [`DeduplicationConfig::validate`]: every threshold
+/// is finite and in `[0, 1]`, the capacity is at least 1 and the window at least 1 s.
+///
+/// `Debug` masks the password of [`DeduplicationConfig::redis_url`].
+#[derive(Clone, PartialEq)]
+pub struct DeduplicationConfig {
+    /// Whether deduplication runs at all (`SUBCOG_DEDUP_ENABLED`, default `true`).
+    pub enabled: bool,
+    /// Cosine similarity thresholds per namespace name. Defaults: `decisions` 0.92
+    /// (`SUBCOG_DEDUP_THRESHOLD_DECISIONS`), `patterns` 0.90
+    /// (`SUBCOG_DEDUP_THRESHOLD_PATTERNS`), `learnings` 0.88
+    /// (`SUBCOG_DEDUP_THRESHOLD_LEARNINGS`).
+    pub similarity_thresholds: BTreeMap<String, f32>,
+    /// The threshold of namespaces not in `similarity_thresholds`
+    /// (`SUBCOG_DEDUP_THRESHOLD_DEFAULT`, default 0.90).
+    pub default_threshold: f32,
+    /// How long a capture counts as recent (`SUBCOG_DEDUP_TIME_WINDOW_SECS`, default 300 s).
+    pub recent_window: Duration,
+    /// How many recent captures are remembered (`SUBCOG_DEDUP_CACHE_CAPACITY`, default
+    /// 1000); beyond it the least recently recorded is forgotten.
+    pub cache_capacity: usize,
+    /// Content shorter than this many characters (of the trimmed content) skips the
+    /// semantic check (`SUBCOG_DEDUP_MIN_SEMANTIC_LENGTH`, default 50).
+    pub min_semantic_length: usize,
+    /// A Redis URL for a recent-capture cache shared by several processes or hosts
+    /// (`SUBCOG_DEDUP_REDIS_URL`); `None`, the default, keeps the cache in process.
+    pub redis_url: Option<String>,
+}
+
+impl Default for DeduplicationConfig {
+    fn default() -> DeduplicationConfig {
+        DeduplicationConfig {
+            enabled: true,
+            similarity_thresholds: NAMED_THRESHOLDS
+                .iter()
+                .map(|&(namespace, _, threshold)| (namespace.to_owned(), threshold))
+                .collect(),
+            default_threshold: 0.90,
+            recent_window: Duration::from_secs(300),
+            cache_capacity: 1000,
+            min_semantic_length: 50,
+            redis_url: None,
+        }
+    }
+}
+
+impl fmt::Debug for DeduplicationConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DeduplicationConfig")
+            .field("enabled", &self.enabled)
+            .field("similarity_thresholds", &self.similarity_thresholds)
+            .field("default_threshold", &self.default_threshold)
+            .field("recent_window", &self.recent_window)
+            .field("cache_capacity", &self.cache_capacity)
+            .field("min_semantic_length", &self.min_semantic_length)
+            .field("redis_url", &self.redis_url.as_deref().map(redact_url))
+            .finish()
+    }
+}
+
+impl DeduplicationConfig {
+    /// The similarity threshold of `namespace`: its own if configured, else
+    /// [`DeduplicationConfig::default_threshold`].
+    pub fn threshold_for(&self, namespace: &str) -> f32 {
+        self.similarity_thresholds.get(namespace).copied().unwrap_or(self.default_threshold)
+    }
+
+    /// Overlays the `[dedup]` table of a parsed config file; `origin` names the file in
+    /// errors (`memdedup.toml: dedup.cache_capacity: …`).
+    ///
+    /// `file` is the whole file; a file without a `[dedup]` table changes nothing, and
+    /// other top-level tables are left to their owners. Keys: `enabled` (boolean),
+    /// `default_threshold` (number), `time_window_secs`, `cache_capacity`,
+    /// `min_semantic_length` (integers), `redis_url` (string) and a `thresholds` table of
+    /// `namespace = number`. Integers are accepted where numbers are expected. An unknown
+    /// key, a value of the wrong type or out of range is an [`Error::Config`] naming the
+    /// key; on error `self` is unchanged.
+    pub fn apply_toml(&mut self, file: &toml::Table, origin: &str) -> Result<()> {
+        let Some(dedup) = file.get("dedup") else {
+            return Ok(());
+        };
+        let Some(dedup) = dedup.as_table() else {
+            return Err(wrong_type(&format!("{origin}: dedup"), "a table", dedup));
+        };
+        let mut next = self.clone();
+        for (key, value) in dedup {
+            let at = format!("{origin}: dedup.{key}");
+            match key.as_str() {
+                "enabled" => next.enabled = value.as_bool().ok_or_else(|| wrong_type(&at, "a boolean", value))?,
+                "default_threshold" => next.default_threshold = toml_threshold(&at, value)?,
+                "time_window_secs" => next.recent_window = Duration::from_secs(toml_integer(&at, value, 1)?),
+                "cache_capacity" => next.cache_capacity = toml_usize(&at, value, 1)?,
+                "min_semantic_length" => next.min_semantic_length = toml_usize(&at, value, 0)?,
+                "redis_url" => {
+                    let url = value.as_str().ok_or_else(|| wrong_type(&at, "a string", value))?;
+                    if url.trim().is_empty() {
+                        return Err(Error::config(at, "must not be empty (leave the key out for an in-process cache)"));
+                    }
+                    next.redis_url = Some(url.trim().to_owned());
+                }
+                "thresholds" => {
+                    let table = value.as_table().ok_or_else(|| wrong_type(&at, "a table", value))?;
+                    for (namespace, value) in table {
+                        let at = format!("{at}.{namespace}");
+                        check_namespace(&at, namespace)?;
+                        next.similarity_thresholds.insert(namespace.clone(), toml_threshold(&at, value)?);
+                    }
+                }
+                _ => {
+                    return Err(Error::config(at, format!("unknown key (expected one of {})", TOML_KEYS.join(", "))));
+                }
+            }
+        }
+        next.validate()?;
+        *self = next;
+        Ok(())
+    }
+
+    /// Overlays the `SUBCOG_DEDUP_*` environment variables, read through `lookup` (production
+    /// passes `|name| std::env::var(name).ok()`; tests pass a closure over a map).
+    ///
+    /// Variables: `SUBCOG_DEDUP_ENABLED` (true/false, 1/0, yes/no, on/off, any case),
+    /// `SUBCOG_DEDUP_THRESHOLD_DECISIONS`, `_PATTERNS`, `_LEARNINGS` and `_DEFAULT` (numbers
+    /// from 0 to 1), `SUBCOG_DEDUP_TIME_WINDOW_SECS` (at least 1),
+    /// `SUBCOG_DEDUP_CACHE_CAPACITY` (at least 1), `SUBCOG_DEDUP_MIN_SEMANTIC_LENGTH` and
+    /// `SUBCOG_DEDUP_REDIS_URL`. Values are trimmed; an empty value counts as unset; other
+    /// `SUBCOG_DEDUP_*` variables are ignored. An invalid value is an [`Error::Config`]
+    /// naming the variable and the value; on error `self` is unchanged.
+    pub fn apply_env(&mut self, lookup: impl Fn(&str) -> Option<String>) -> Result<()> {
+        let get = |name: &str| lookup(name).map(|value| value.trim().to_owned()).filter(|value| !value.is_empty());
+        let mut next = self.clone();
+        if let Some(value) = get(ENV_ENABLED) {
+            next.enabled = parse_bool(&value).ok_or_else(|| {
+                Error::config(ENV_ENABLED, format!("expected true/false, 1/0, yes/no or on/off, got {value:?}"))
+            })?;
+        }
+        for (namespace, name, _) in NAMED_THRESHOLDS {
+            if let Some(value) = get(name) {
+                next.similarity_thresholds.insert(namespace.to_owned(), env_threshold(name, &value)?);
+            }
+        }
+        if let Some(value) = get(ENV_THRESHOLD_DEFAULT) {
+            next.default_threshold = env_threshold(ENV_THRESHOLD_DEFAULT, &value)?;
+        }
+        if let Some(value) = get(ENV_TIME_WINDOW_SECS) {
+            next.recent_window = Duration::from_secs(env_integer(ENV_TIME_WINDOW_SECS, &value, 1)?);
+        }
+        if let Some(value) = get(ENV_CACHE_CAPACITY) {
+            next.cache_capacity = env_usize(ENV_CACHE_CAPACITY, &value, 1)?;
+        }
+        if let Some(value) = get(ENV_MIN_SEMANTIC_LENGTH) {
+            next.min_semantic_length = env_usize(ENV_MIN_SEMANTIC_LENGTH, &value, 0)?;
+        }
+        if let Some(value) = get(ENV_REDIS_URL) {
+            next.redis_url = Some(value);
+        }
+        next.validate()?;
+        *self = next;
+        Ok(())
+    }
+
+    /// The configuration in force: defaults, overlaid by the `[dedup]` table of `file` (the
+    /// parsed file and its name, if there is one), overlaid by the process environment.
+    ///
+    /// A `SUBCOG_DEDUP_*` variable that is not valid UTF-8 is an [`Error::Config`].
+    pub fn load(file: Option<(&toml::Table, &str)>) -> Result<DeduplicationConfig> {
+        for name in ENV_VARS {
+            if let Err(std::env::VarError::NotUnicode(_)) = std::env::var(name) {
+                return Err(Error::config(name, "not valid UTF-8"));
+            }
+        }
+        DeduplicationConfig::load_with(file, |name| std::env::var(name).ok())
+    }
+
+    /// [`DeduplicationConfig::load`] with the environment read through `lookup`.
+    pub(crate) fn load_with(
+        file: Option<(&toml::Table, &str)>,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<DeduplicationConfig> {
+        let mut config = DeduplicationConfig::default();
+        if let Some((table, origin)) = file {
+            config.apply_toml(table, origin)?;
+        }
+        config.apply_env(lookup)?;
+        Ok(config)
+    }
+
+    /// Checks the invariants: every threshold finite and in `[0, 1]`, every thresholds key
+    /// a valid namespace name, `cache_capacity` at least 1, `recent_window` at least 1 s and
+    /// `redis_url`, if set, not blank. The error's origin is the field's name.
+    pub fn validate(&self) -> Result<()> {
+        check_threshold("default_threshold", self.default_threshold)?;
+        for (namespace, &threshold) in &self.similarity_thresholds {
+            let at = format!("similarity_thresholds.{namespace}");
+            check_namespace(&at, namespace)?;
+            check_threshold(&at, threshold)?;
+        }
+        if self.cache_capacity == 0 {
+            return Err(Error::config("cache_capacity", "must be at least 1"));
+        }
+        if self.recent_window < Duration::from_secs(1) {
+            return Err(Error::config("recent_window", format!("must be at least 1 s, got {:?}", self.recent_window)));
+        }
+        if self.redis_url.as_deref().is_some_and(|url| url.trim().is_empty()) {
+            return Err(Error::config("redis_url", "must not be empty"));
+        }
+        Ok(())
+    }
+}
+
+/// `url` with the password of its user info replaced by `***`, for logs and `Debug`.
+pub(crate) fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+    let Some(at) = authority.rfind('@') else {
+        return url.to_owned();
+    };
+    let user = match authority[..at].split_once(':') {
+        Some((user, _password)) => format!("{user}:***"),
+        // `redis://secret@host`: a lone user info may be a password.
+        None => "***".to_owned(),
+    };
+    format!("{scheme}://{user}{}", &rest[at..])
+}
+
+fn parse_bool(value: &str) -> Option<bool> {
+    match value.to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" | "on" => Some(true),
+        "false" | "0" | "no" | "off" => Some(false),
+        _ => None,
+    }
+}
+
+fn check_threshold(at: &str, threshold: f32) -> Result<()> {
+    if threshold.is_finite() && (0.0..=1.0).contains(&threshold) {
+        Ok(())
+    } else {
+        Err(Error::config(at, format!("must be a number from 0 to 1, got {threshold}")))
+    }
+}
+
+fn check_namespace(at: &str, namespace: &str) -> Result<()> {
+    match dedup_store::Scope::namespace(namespace) {
+        Ok(_) => Ok(()),
+        Err(e) => Err(Error::config(at, e.to_string())),
+    }
+}
+
+fn env_threshold(name: &str, value: &str) -> Result<f32> {
+    match value.parse::<f32>() {
+        Ok(threshold) if threshold.is_finite() && (0.0..=1.0).contains(&threshold) => Ok(threshold),
+        _ => Err(Error::config(name, format!("expected a number from 0 to 1, got {value:?}"))),
+    }
+}
+
+fn env_integer(name: &str, value: &str, min: u64) -> Result<u64> {
+    match value.parse::<u64>() {
+        Ok(n) if n >= min => Ok(n),
+        _ => Err(Error::config(name, format!("expected an integer of at least {min}, got {value:?}"))),
+    }
+}
+
+fn env_usize(name: &str, value: &str, min: u64) -> Result<usize> {
+    let n = env_integer(name, value, min)?;
+    usize::try_from(n).map_err(|_| Error::config(name, format!("too large: {value:?}")))
+}
+
+fn wrong_type(at: &str, expected: &str, found: &toml::Value) -> Error {
+    Error::config(at, format!("expected {expected}, found {}", found.type_str()))
+}
+
+fn toml_threshold(at: &str, value: &toml::Value) -> Result<f32> {
+    #[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation)]
+    let threshold = match value {
+        toml::Value::Float(x) => *x as f32,
+        toml::Value::Integer(n) => *n as f32,
+        _ => return Err(wrong_type(at, "a number", value)),
+    };
+    check_threshold(at, threshold)?;
+    Ok(threshold)
+}
+
+fn toml_integer(at: &str, value: &toml::Value, min: u64) -> Result<u64> {
+    let Some(n) = value.as_integer() else {
+        return Err(wrong_type(at, "an integer", value));
+    };
+    match u64::try_from(n) {
+        Ok(n) if n >= min => Ok(n),
+        _ => Err(Error::config(at, format!("must be at least {min}, got {n}"))),
+    }
+}
+
+fn toml_usize(at: &str, value: &toml::Value, min: u64) -> Result<usize> {
+    let n = toml_integer(at, value, min)?;
+    usize::try_from(n).map_err(|_| Error::config(at, format!("too large: {n}")))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,492 @@
+//! `DeduplicationService`: the exact → semantic → recent checker chain over a `Store`.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use dedup_core::{ContentHash, Embedding};
+use dedup_embed::Embedder;
+use dedup_store::{InsertOutcome, MAX_CONTENT_BYTES, MemoryId, Neighbour, NewMemory, Scope, Store, StoredVector};
+use serde::Serialize;
+
+use crate::metrics;
+use crate::{DeduplicationConfig, RecentCaptureCache, RecentCaptures, Result};
+
+/// Why content was judged a duplicate: which checker decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub enum DuplicateReason {
+    /// A live memory of the scope has the same normalised content (same SHA-256).
+    ExactMatch,
+    /// A live memory of the scope has cosine similarity at least the scope's threshold.
+    SemanticSimilar,
+    /// The same content was captured in the scope within the recent window.
+    RecentCapture,
+}
+
+impl DuplicateReason {
+    /// The metrics and statistics label: `exact`, `semantic` or `recent`.
+    pub fn label(self) -> &'static str {
+        match self {
+            DuplicateReason::ExactMatch => "exact",
+            DuplicateReason::SemanticSimilar => "semantic",
+            DuplicateReason::RecentCapture => "recent",
+        }
+    }
+}
+
+impl fmt::Display for DuplicateReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            DuplicateReason::ExactMatch => "exact match",
+            DuplicateReason::SemanticSimilar => "semantically similar",
+            DuplicateReason::RecentCapture => "recent capture",
+        })
+    }
+}
+
+/// One checker of the chain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CheckType {
+    /// Content-hash lookup in the store.
+    Exact,
+    /// Embedding plus vector search in the scope.
+    Semantic,
+    /// Recent-capture cache lookup.
+    Recent,
+}
+
+impl CheckType {
+    /// The metrics label: `exact`, `semantic` or `recent`.
+    pub fn label(self) -> &'static str {
+        match self {
+            CheckType::Exact => "exact",
+            CheckType::Semantic => "semantic",
+            CheckType::Recent => "recent",
+        }
+    }
+}
+
+/// A checker that failed and was skipped (the check failed open).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CheckFailure {
+    /// Which checker failed.
+    pub check: CheckType,
+    /// Why, as the failing component reported it (never memory text).
+    pub error: String,
+}
+
+/// The answer of [`DeduplicationService::check_duplicate`], with its evidence.
+///
+/// Invariant: `matched_urn` and `matched_memory_id` are set whenever `is_duplicate` is.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DuplicateCheckResult {
+    /// Whether the content duplicates a memory of its scope.
+    pub is_duplicate: bool,
+    /// Which checker decided, when it is a duplicate.
+    pub reason: Option<DuplicateReason>,
+    /// Cosine similarity of the best match: the semantic score, or 1.0 for an exact match.
+    pub similarity_score: Option<f32>,
+    /// The matched memory.
+    pub matched_memory_id: Option<MemoryId>,
+    /// The matched memory's URN, `memdedup://{domain}/{namespace}/{id}`.
+    pub matched_urn: Option<String>,
+    /// How long the check took, in whole milliseconds.
+    pub check_duration_ms: u64,
+    /// How long the check took, in microseconds.
+    pub check_duration_us: u64,
+    /// The similarity threshold in force for the scope's namespace.
+    pub threshold: f32,
+    /// The best semantic match even when below the threshold (for explanations).
+    pub nearest: Option<Neighbour>,
+    /// For a recent capture: how long ago it was captured, in seconds.
+    pub captured_secs_ago: Option<u64>,
+    /// Checkers that did not run because they were not needed or not applicable
+    /// (deduplication disabled, content shorter than `min_semantic_length`, no embedder).
+    pub not_run: Vec<CheckType>,
+    /// Checkers that failed and were skipped (fail-open).
+    pub degraded: Vec<CheckFailure>,
+    /// The content hash's 16-digit fingerprint (what logs show instead of the text).
+    pub fingerprint: String,
+}
+
+/// What [`DeduplicationService::add`] did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AddOutcome {
+    /// The new memory's id, when it was stored.
+    pub stored: Option<MemoryId>,
+    /// The new memory's URN, when it was stored.
+    pub urn: Option<String>,
+    /// The duplicate check; when the store caught a duplicate that raced this one in, the
+    /// check says so.
+    pub check: DuplicateCheckResult,
+    /// Whether the memory was stored with its embedding (false when the semantic check
+    /// did not run or failed).
+    pub embedded: bool,
+}
+
+/// Seed 004's deduplication service: checks new content against a scope's memories,
+/// exact → semantic → recent, stopping at the first hit, and stores what is new.
+#[derive(Clone)]
+pub struct DeduplicationService {
+    store: Arc<Store>,
+    embedder: Option<Arc<dyn Embedder>>,
+    recent: Arc<dyn RecentCaptures>,
+    config: DeduplicationConfig,
+}
+
+impl fmt::Debug for DeduplicationService {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DeduplicationService")
+            .field("store", &self.store.location())
+            .field("embedder", &self.embedder.as_ref().map(|e| e.model_id().to_owned()))
+            .field("recent", &self.recent.backend())
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
+/// Everything one pass of the chain learnt, including the vector to store.
+struct ChainOutcome {
+    result: DuplicateCheckResult,
+    hash: ContentHash,
+    vector: Option<StoredVector>,
+    /// Whether a failure of the semantic check means the vector must not be stored.
+    vector_rejected: bool,
+}
+
+impl DeduplicationService {
+    /// A service with all three checkers and an in-memory recent-capture cache sized by
+    /// `config`.
+    pub fn new(store: Arc<Store>, embedder: Arc<dyn Embedder>, config: DeduplicationConfig) -> DeduplicationService {
+        DeduplicationService::build(store, Some(embedder), config)
+    }
+
+    /// A service with the exact and recent checkers only (no embeddings).
+    pub fn without_embeddings(store: Arc<Store>, config: DeduplicationConfig) -> DeduplicationService {
+        DeduplicationService::build(store, None, config)
+    }
+
+    fn build(
+        store: Arc<Store>,
+        embedder: Option<Arc<dyn Embedder>>,
+        config: DeduplicationConfig,
+    ) -> DeduplicationService {
+        metrics::describe();
+        let recent = Arc::new(RecentCaptureCache::new(config.recent_window, config.cache_capacity));
+        DeduplicationService { store, embedder, recent, config }
+    }
+
+    /// Replaces the recent-capture cache (for example with a shared Redis one).
+    pub fn with_recent_captures(mut self, recent: Arc<dyn RecentCaptures>) -> DeduplicationService {
+        self.recent = recent;
+        self
+    }
+
+    /// Uses the Redis recent-capture cache when the configuration names one
+    /// (`redis_url`). If Redis cannot be reached the in-memory cache stays, the failure is
+    /// logged and counted (fail-open), and later checks do not retry.
+    pub async fn connect_recent_cache(self) -> DeduplicationService {
+        let Some(url) = self.config.redis_url.clone() else { return self };
+        #[cfg(feature = "redis")]
+        {
+            let connected = crate::RedisRecentCaptures::connect(
+                &url,
+                crate::RedisRecentCaptures::DEFAULT_PREFIX,
+                self.config.recent_window,
+                self.config.cache_capacity,
+            )
+            .await;
+            match connected {
+                Ok(redis) => self.with_recent_captures(Arc::new(redis)),
+                Err(error) => {
+                    metrics::check_failed(CheckType::Recent.label());
+                    tracing::warn!(%error, "the shared recent-capture cache is unavailable; using an in-process one");
+                    self
+                }
+            }
+        }
+        #[cfg(not(feature = "redis"))]
+        {
+            metrics::check_failed(CheckType::Recent.label());
+            tracing::warn!(
+                redis_url = %url,
+                "built without the `redis` feature; the recent-capture cache is in-process only"
+            );
+            self
+        }
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &DeduplicationConfig {
+        &self.config
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// The embedder, if the semantic checker is on.
+    pub fn embedder(&self) -> Option<&Arc<dyn Embedder>> {
+        self.embedder.as_ref()
+    }
+
+    /// Checks whether `content` duplicates a memory of `scope`: exact → semantic →
+    /// recent, stopping at the first hit. Embeds only when the exact check misses.
+    ///
+    /// Fails only for invalid input (blank, over 1 MiB, NUL characters); a failing
+    /// checker is skipped and reported in [`DuplicateCheckResult::degraded`].
+    pub async fn check_duplicate(&self, content: &str, scope: &Scope) -> Result<DuplicateCheckResult> {
+        Ok(self.run_chain(content, scope).await?.result)
+    }
+
+    /// Remembers that `content` was just captured in `scope` as memory `id`, for the
+    /// recent-capture check. Never fails: a cache failure is logged and counted.
+    pub async fn record_capture(&self, content: &str, scope: &Scope, id: MemoryId) {
+        self.record_hash(&ContentHash::of(content), scope, id).await;
+    }
+
+    async fn record_hash(&self, hash: &ContentHash, scope: &Scope, id: MemoryId) {
+        let urn = scope.urn(id);
+        if let Err(error) = self.recent.record(scope, hash, id, &urn).await {
+            metrics::check_failed(CheckType::Recent.label());
+            tracing::warn!(fingerprint = hash.fingerprint(), %urn, %error, "recording a capture failed");
+        }
+        if let Ok(len) = self.recent.len().await {
+            metrics::cache_size(len);
+        }
+    }
+
+    /// Checks `memory` and stores it unless it is a duplicate.
+    ///
+    /// The store repeats the exact and semantic checks under the scope's write lock, so
+    /// two concurrent paraphrases give the same result as one after the other. The
+    /// embedding computed for the check is the one stored. A duplicate increments the
+    /// matched memory's occurrence count and is counted in the store's skip statistics.
+    /// Checker failures fail open: the memory is stored and the failure counted.
+    pub async fn add(&self, memory: NewMemory) -> Result<AddOutcome> {
+        let chain = self.run_chain(&memory.content, &memory.scope).await?;
+        let scope = memory.scope.clone();
+        let mut result = chain.result;
+        if result.is_duplicate {
+            self.note_skip(&scope, &result).await;
+            return Ok(AddOutcome { stored: None, urn: None, check: result, embedded: false });
+        }
+        let semantic_ran = chain.vector.is_some() && !result.degraded.iter().any(|f| f.check == CheckType::Semantic);
+        let threshold = semantic_ran.then_some(result.threshold);
+        let vector = if chain.vector_rejected { None } else { chain.vector };
+        let embedded = vector.is_some();
+        match self.store.insert_checked(memory, vector, threshold).await? {
+            InsertOutcome::Inserted(id) => {
+                self.record_hash(&chain.hash, &scope, id).await;
+                tracing::debug!(fingerprint = chain.hash.fingerprint(), urn = %scope.urn(id), "stored");
+                Ok(AddOutcome { stored: Some(id), urn: Some(scope.urn(id)), check: result, embedded })
+            }
+            InsertOutcome::ExactDuplicate(id) => {
+                mark_duplicate(&mut result, &scope, DuplicateReason::ExactMatch, id, 1.0);
+                self.note_skip(&scope, &result).await;
+                Ok(AddOutcome { stored: None, urn: None, check: result, embedded: false })
+            }
+            InsertOutcome::SemanticDuplicate { id, score } => {
+                mark_duplicate(&mut result, &scope, DuplicateReason::SemanticSimilar, id, score);
+                result.nearest = Some(Neighbour { id, score });
+                metrics::similarity(scope.namespace_name(), score);
+                self.note_skip(&scope, &result).await;
+                Ok(AddOutcome { stored: None, urn: None, check: result, embedded: false })
+            }
+        }
+    }
+
+    /// Counts a skipped duplicate: metrics, the store's skip statistics and the matched
+    /// memory's occurrence count. Failures here are logged, never returned.
+    async fn note_skip(&self, scope: &Scope, result: &DuplicateCheckResult) {
+        let Some(reason) = result.reason else { return };
+        metrics::skipped(scope.namespace_name(), reason.label());
+        if let Err(error) = self.store.record_skip(scope, reason.label()).await {
+            tracing::warn!(%scope, %error, "counting a skipped duplicate failed");
+        }
+        if let Some(id) = result.matched_memory_id
+            && reason != DuplicateReason::RecentCapture
+            && let Err(error) = self.store.note_occurrence(id).await
+        {
+            tracing::warn!(urn = %scope.urn(id), %error, "counting an occurrence failed");
+        }
+    }
+
+    async fn run_chain(&self, content: &str, scope: &Scope) -> Result<ChainOutcome> {
+        validate_content(content)?;
+        let started = Instant::now();
+        let hash = ContentHash::of(content);
+        let namespace = scope.namespace_name();
+        let mut result = DuplicateCheckResult {
+            is_duplicate: false,
+            reason: None,
+            similarity_score: None,
+            matched_memory_id: None,
+            matched_urn: None,
+            check_duration_ms: 0,
+            check_duration_us: 0,
+            threshold: self.config.threshold_for(namespace),
+            nearest: None,
+            captured_secs_ago: None,
+            not_run: Vec::new(),
+            degraded: Vec::new(),
+            fingerprint: hash.fingerprint().to_owned(),
+        };
+        let mut vector = None;
+        let mut vector_rejected = false;
+        if !self.config.enabled {
+            result.not_run = vec![CheckType::Exact, CheckType::Semantic, CheckType::Recent];
+            return Ok(ChainOutcome { result: finish(result, started, namespace), hash, vector, vector_rejected });
+        }
+
+        // 1. Exact: the content hash among the scope's live memories.
+        let exact_started = Instant::now();
+        let exact = self.store.find_exact(scope, &hash).await;
+        metrics::check_duration(CheckType::Exact.label(), elapsed_ms(exact_started));
+        match exact {
+            Ok(Some(id)) => {
+                mark_duplicate(&mut result, scope, DuplicateReason::ExactMatch, id, 1.0);
+                return Ok(ChainOutcome { result: finish(result, started, namespace), hash, vector, vector_rejected });
+            }
+            Ok(None) => {}
+            Err(error) => self.fail_open(&mut result, CheckType::Exact, &error.to_string(), &hash),
+        }
+
+        // 2. Semantic: embed (only now that the exact check missed) and search the scope.
+        let long_enough = content.trim().chars().count() >= self.config.min_semantic_length;
+        match (&self.embedder, long_enough) {
+            (Some(embedder), true) => {
+                let semantic_started = Instant::now();
+                let semantic = self.semantic_check(embedder.as_ref(), content, scope).await;
+                metrics::check_duration(CheckType::Semantic.label(), elapsed_ms(semantic_started));
+                match semantic {
+                    Ok((found, nearest)) => {
+                        vector = Some(found);
+                        result.nearest = nearest;
+                        if let Some(best) = nearest.filter(|n| n.score >= result.threshold) {
+                            mark_duplicate(&mut result, scope, DuplicateReason::SemanticSimilar, best.id, best.score);
+                            metrics::similarity(namespace, best.score);
+                            return Ok(ChainOutcome {
+                                result: finish(result, started, namespace),
+                                hash,
+                                vector,
+                                vector_rejected,
+                            });
+                        }
+                    }
+                    Err(failure) => {
+                        let error = failure.error;
+                        vector = failure.vector;
+                        vector_rejected = failure.vector_rejected;
+                        self.fail_open(&mut result, CheckType::Semantic, &error, &hash);
+                    }
+                }
+            }
+            _ => result.not_run.push(CheckType::Semantic),
+        }
+
+        // 3. Recent: captured in this scope within the window.
+        let recent_started = Instant::now();
+        let recent = self.recent.check(scope, &hash).await;
+        metrics::check_duration(CheckType::Recent.label(), elapsed_ms(recent_started));
+        match recent {
+            Ok(hit) => {
+                metrics::cache_lookup(hit.is_some());
+                if let Some(hit) = hit {
+                    result.is_duplicate = true;
+                    result.reason = Some(DuplicateReason::RecentCapture);
+                    result.matched_memory_id = Some(hit.memory_id);
+                    result.matched_urn = Some(hit.urn);
+                    result.captured_secs_ago = Some(hit.age.as_secs());
+                }
+            }
+            Err(error) => self.fail_open(&mut result, CheckType::Recent, &error.to_string(), &hash),
+        }
+        Ok(ChainOutcome { result: finish(result, started, namespace), hash, vector, vector_rejected })
+    }
+
+    /// Embeds `content` and finds its nearest live memory in `scope`.
+    async fn semantic_check(
+        &self,
+        embedder: &dyn Embedder,
+        content: &str,
+        scope: &Scope,
+    ) -> Result<(StoredVector, Option<Neighbour>), SemanticFailure> {
+        let embedding: Embedding = embedder.embed_one(content).await.map_err(|error| SemanticFailure {
+            vector: None,
+            error: format!("embedder: {error}"),
+            vector_rejected: false,
+        })?;
+        let vector = StoredVector { model: embedder.model_id().to_owned(), embedding };
+        match self.store.search(scope, &vector.model, &vector.embedding, 1).await {
+            Ok(neighbours) => Ok((vector, neighbours.into_iter().next())),
+            Err(error) => {
+                // A vector the index cannot take (other dimensions than the scope's stored
+                // vectors of this model) must not be stored either.
+                let vector_rejected =
+                    matches!(error, dedup_store::Error::InvalidVector(_) | dedup_store::Error::Corrupt { .. });
+                Err(SemanticFailure { vector: Some(vector), error: format!("vector search: {error}"), vector_rejected })
+            }
+        }
+    }
+
+    fn fail_open(&self, result: &mut DuplicateCheckResult, check: CheckType, error: &str, hash: &ContentHash) {
+        metrics::check_failed(check.label());
+        tracing::warn!(check = check.label(), fingerprint = hash.fingerprint(), error, "dedup check failed, proceeding");
+        result.degraded.push(CheckFailure { check, error: error.to_owned() });
+    }
+}
+
+struct SemanticFailure {
+    vector: Option<StoredVector>,
+    error: String,
+    vector_rejected: bool,
+}
+
+fn mark_duplicate(result: &mut DuplicateCheckResult, scope: &Scope, reason: DuplicateReason, id: MemoryId, score: f32) {
+    result.is_duplicate = true;
+    result.reason = Some(reason);
+    result.similarity_score = Some(score);
+    result.matched_memory_id = Some(id);
+    result.matched_urn = Some(scope.urn(id));
+}
+
+fn finish(mut result: DuplicateCheckResult, started: Instant, namespace: &str) -> DuplicateCheckResult {
+    let elapsed = started.elapsed();
+    result.check_duration_ms = u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX);
+    result.check_duration_us = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
+    metrics::check_duration("total", elapsed_ms(started));
+    metrics::check_completed(namespace, result.is_duplicate);
+    tracing::debug!(
+        fingerprint = result.fingerprint,
+        duplicate = result.is_duplicate,
+        reason = result.reason.map(DuplicateReason::label),
+        urn = result.matched_urn.as_deref(),
+        us = result.check_duration_us,
+        "dedup check"
+    );
+    result
+}
+
+fn elapsed_ms(started: Instant) -> f64 {
+    Duration::as_secs_f64(&started.elapsed()) * 1000.0
+}
+
+/// Rejects content no memory may have, before any checker runs.
+fn validate_content(content: &str) -> Result<()> {
+    let reason = if content.trim().is_empty() {
+        Some("must not be empty or blank".to_owned())
+    } else if content.len() > MAX_CONTENT_BYTES {
+        Some(format!("is {} bytes, over the limit of {MAX_CONTENT_BYTES} bytes (1 MiB)", content.len()))
+    } else if content.contains('\0') {
+        Some("must not contain NUL characters".to_owned())
+    } else {
+        None
+    };
+    match reason {
+        Some(reason) => Err(dedup_store::Error::InvalidContent { what: "content", reason }.into()),
+        None => Ok(()),
+    }
+}

@@ -1,0 +1,6 @@
+//! Integration tests of the checker chain over real SQLite and Postgres stores.
+
+mod concurrency;
+mod fail_open;
+mod seed_004;
+mod support;

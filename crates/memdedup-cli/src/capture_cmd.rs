@@ -1,0 +1,183 @@
+//! `memdedup capture`: check and store candidate memories, print PreCompact hook output.
+
+use anyhow::{Result, bail};
+use memdedup::{AddOutcome, DuplicateReason, NewMemory, Scope};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::UsageError;
+use crate::cli::{CaptureArgs, GlobalArgs};
+use crate::input::{display_name, read_text, without_bom};
+use crate::memory_cmd::{add_json, open_service, warn_degraded};
+use crate::output::emit;
+
+/// One candidate line. Unknown fields are ignored, so extractors may add their own.
+#[derive(Debug, Deserialize)]
+struct Candidate {
+    content: String,
+    #[serde(default)]
+    namespace: Option<String>,
+    #[serde(default)]
+    domain: Option<String>,
+    #[serde(default)]
+    kind: Option<String>,
+    #[serde(default)]
+    title: Option<String>,
+}
+
+pub(crate) async fn run(global: &GlobalArgs, args: &CaptureArgs) -> Result<()> {
+    let name = display_name(&args.file);
+    let candidates = parse_candidates(&read_text(&args.file)?, &name)?;
+    let service = open_service(global).await?;
+    let mut outcomes = Vec::with_capacity(candidates.len());
+    for memory in candidates {
+        let content = memory.content.clone();
+        let scope = memory.scope.clone();
+        let outcome = service.add(memory).await?;
+        warn_degraded(&outcome.check);
+        outcomes.push((content, scope, outcome));
+    }
+    service.store().close().await;
+    if args.json {
+        let results: Vec<Value> = outcomes.iter().map(|(_, scope, outcome)| add_json(outcome, scope)).collect();
+        emit(&format!("{}\n", json!({ "results": results })))?;
+    } else {
+        let output = json!({
+            "hookSpecificOutput": {
+                "hookEventName": "PreCompact",
+                "additionalContext": additional_context(&outcomes),
+            }
+        });
+        emit(&format!("{output}\n"))?;
+    }
+    Ok(())
+}
+
+/// Parses and validates every candidate before anything is stored, so a bad line
+/// stores nothing.
+fn parse_candidates(text: &str, name: &str) -> Result<Vec<NewMemory>> {
+    let mut memories = Vec::new();
+    for (index, line) in without_bom(text).lines().enumerate() {
+        let line_no = index + 1;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let candidate: Candidate = serde_json::from_str(line)
+            .map_err(|e| UsageError(format!("{name}: line {line_no}: invalid candidate: {e}")))?;
+        let at = |message: String| UsageError(format!("{name}: line {line_no}: {message}"));
+        let scope = Scope::new(
+            candidate.domain.as_deref().unwrap_or(memdedup::DEFAULT_DOMAIN),
+            candidate.namespace.as_deref().unwrap_or(memdedup::DEFAULT_NAMESPACE),
+        )
+        .map_err(|e| at(e.to_string()))?;
+        if candidate.content.trim().is_empty() {
+            return Err(at("`content` is empty".into()).into());
+        }
+        if candidate.content.len() > memdedup::crates::store::MAX_CONTENT_BYTES {
+            return Err(at(format!("`content` is {} bytes, over the 1 MiB limit", candidate.content.len())).into());
+        }
+        let mut memory = NewMemory::new(scope, candidate.content);
+        if let Some(kind) = candidate.kind {
+            memory = memory.with_kind(kind);
+        }
+        if let Some(title) = candidate.title {
+            memory = memory.with_title(title);
+        }
+        memories.push(memory);
+    }
+    if memories.len() > MAX_CANDIDATES {
+        bail!("{name}: {} candidates, more than the {MAX_CANDIDATES} one capture takes", memories.len());
+    }
+    Ok(memories)
+}
+
+/// Most candidates one `capture` takes (a pre-compact pass has a handful).
+const MAX_CANDIDATES: usize = 10_000;
+
+/// Seed 004's hook text: what was captured (with URNs) and what was skipped and why.
+fn additional_context(outcomes: &[(String, Scope, AddOutcome)]) -> String {
+    let captured: Vec<_> = outcomes.iter().filter(|(_, _, o)| o.stored.is_some()).collect();
+    let skipped: Vec<_> = outcomes.iter().filter(|(_, _, o)| o.stored.is_none()).collect();
+    let mut out = String::new();
+    if captured.is_empty() && skipped.is_empty() {
+        return "No memories to capture before compaction.".to_owned();
+    }
+    if !captured.is_empty() {
+        out.push_str(&format!("Auto-captured {} before compaction:\n", count(captured.len(), "memory", "memories")));
+        for (i, (content, scope, outcome)) in captured.iter().enumerate() {
+            out.push_str(&format!(
+                "\n{}. **{}**: {}\n   URN: {}\n",
+                i + 1,
+                scope.namespace_name(),
+                cut(content, 80),
+                outcome.urn.as_deref().unwrap_or_default()
+            ));
+        }
+    }
+    if !skipped.is_empty() {
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        out.push_str(&format!("Skipped {}:", count(skipped.len(), "duplicate", "duplicates")));
+        for (content, _, outcome) in &skipped {
+            let check = &outcome.check;
+            let urn = check.matched_urn.as_deref().unwrap_or_default();
+            let quoted = format!("\"{}\"", cut(content, 40));
+            let line = match check.reason {
+                Some(DuplicateReason::ExactMatch) => format!("Exact match: {quoted} (matches {urn})"),
+                Some(DuplicateReason::SemanticSimilar) => {
+                    let percent = (check.similarity_score.unwrap_or(0.0) * 100.0).floor();
+                    format!("Semantic {percent}%: {quoted} (similar to {urn})")
+                }
+                Some(DuplicateReason::RecentCapture) => {
+                    format!("Recent capture: {quoted} (captured {}, {urn})", ago(check.captured_secs_ago.unwrap_or(0)))
+                }
+                None => format!("Not stored: {quoted}"),
+            };
+            out.push_str(&format!("\n- {line}"));
+        }
+    }
+    out.trim_end().to_owned()
+}
+
+fn count(n: usize, one: &str, many: &str) -> String {
+    if n == 1 { format!("1 {one}") } else { format!("{n} {many}") }
+}
+
+fn ago(secs: u64) -> String {
+    if secs < 60 { format!("{secs} s ago") } else { format!("{} min ago", secs / 60) }
+}
+
+/// The text on one line, cut to `max` characters with "..." (the seed's style).
+fn cut(text: &str, max: usize) -> String {
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() <= max { flat } else { format!("{}...", flat.chars().take(max).collect::<String>().trim_end()) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn candidates_are_validated_before_anything_is_stored() {
+        let ok = parse_candidates("{\"content\":\"a\",\"namespace\":\"decisions\",\"extra\":1}\n\n{\"content\":\"b\"}\n", "in")
+            .unwrap();
+        assert_eq!(ok.len(), 2);
+        assert_eq!(ok[0].scope.namespace_name(), "decisions");
+        assert_eq!(ok[1].scope, Scope::default());
+        let err = parse_candidates("{\"content\":\"a\"}\n{\"text\":\"b\"}\n", "in").unwrap_err().to_string();
+        assert!(err.starts_with("in: line 2: invalid candidate: missing field `content`"), "{err}");
+        let err = parse_candidates("{\"content\":\"a\",\"namespace\":\"bad ns\"}\n", "in").unwrap_err().to_string();
+        assert!(err.contains("line 1: invalid namespace \"bad ns\""), "{err}");
+        let err = parse_candidates("{\"content\":\"  \"}\n", "in").unwrap_err().to_string();
+        assert!(err.contains("line 1: `content` is empty"), "{err}");
+    }
+
+    #[test]
+    fn cut_keeps_short_text_and_marks_cuts() {
+        assert_eq!(cut("Use  PostgreSQL\nnow", 40), "Use PostgreSQL now");
+        assert_eq!(cut("Use PostgreSQL for the primary database", 20), "Use PostgreSQL for t...");
+        assert_eq!(ago(125), "2 min ago");
+        assert_eq!(ago(5), "5 s ago");
+    }
+}

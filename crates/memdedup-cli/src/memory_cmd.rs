@@ -1,0 +1,279 @@
+//! `memdedup check`, `add`, `list`, `show` and `stats`: the persistent memory store.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{Context, Result, bail};
+use memdedup::{
+    AddOutcome, ConfigFile, DeduplicationService, DuplicateCheckResult, DuplicateReason, ListFilter, Memory, MemoryId,
+    NewMemory, Scope, Store, StoreOptions,
+};
+use serde_json::{Value, json};
+
+use crate::UsageError;
+use crate::cli::{AddArgs, CheckArgs, GlobalArgs, JsonArgs, ListArgs, ScopeArgs, ShowArgs};
+use crate::input::read_text;
+use crate::output::{emit, plural, score, snippet};
+
+/// The config file named by `--config` or found in the usual places.
+pub(crate) fn config_file(global: &GlobalArgs) -> Result<ConfigFile> {
+    Ok(ConfigFile::load(global.config.as_deref())?)
+}
+
+/// Opens the store named by `--db` (or the configured default) and migrates it.
+pub(crate) async fn open_store(global: &GlobalArgs, config: &ConfigFile) -> Result<Arc<Store>> {
+    let location = config.db_location(global.db.as_deref())?;
+    let store = Store::open(&location, &StoreOptions::default()).await?;
+    tracing::debug!(db = %location, "store open");
+    Ok(Arc::new(store))
+}
+
+/// The store plus the checker chain with the local embedder (or without embeddings when no
+/// embedder can be made) and the configured recent-capture cache.
+pub(crate) async fn open_service(global: &GlobalArgs) -> Result<DeduplicationService> {
+    let config = config_file(global)?;
+    let dedup = config.dedup_config()?;
+    let store = open_store(global, &config).await?;
+    let model_dir = match &global.model_dir {
+        Some(dir) => Some(dir.clone()),
+        None => config.model_dir()?,
+    };
+    let service = match memdedup::default_embedder(model_dir.as_deref()) {
+        Ok(embedder) => DeduplicationService::new(store, embedder, dedup),
+        Err(error) => {
+            tracing::warn!("no embedder ({error}); semantic checks are off");
+            DeduplicationService::without_embeddings(store, dedup)
+        }
+    };
+    Ok(service.connect_recent_cache().await)
+}
+
+pub(crate) fn scope(args: &ScopeArgs) -> Result<Scope> {
+    Scope::new(&args.domain, &args.namespace).map_err(|e| UsageError(e.to_string()).into())
+}
+
+/// The text argument, or stdin for `-`.
+fn text_arg(text: &str) -> Result<String> {
+    if text == "-" { read_text(Path::new("-")) } else { Ok(text.to_owned()) }
+}
+
+pub(crate) async fn check(global: &GlobalArgs, args: &CheckArgs) -> Result<()> {
+    let scope = scope(&args.scope)?;
+    let text = text_arg(&args.text)?;
+    let service = open_service(global).await?;
+    let result = service.check_duplicate(&text, &scope).await?;
+    warn_degraded(&result);
+    if args.json {
+        let mut value = serde_json::to_value(&result)?;
+        value["scope"] = json!({"domain": scope.domain(), "namespace": scope.namespace_name()});
+        emit(&format!("{value}\n"))?;
+    } else {
+        emit(&format!("{}\n", verdict_line(&result, &scope)))?;
+    }
+    service.store().close().await;
+    Ok(())
+}
+
+pub(crate) async fn add(global: &GlobalArgs, args: &AddArgs) -> Result<()> {
+    let scope = scope(&args.scope)?;
+    let text = text_arg(&args.text)?;
+    let service = open_service(global).await?;
+    let mut memory = NewMemory::new(scope.clone(), text).with_kind(&args.kind);
+    if let Some(title) = &args.title {
+        memory = memory.with_title(title);
+    }
+    let outcome = service.add(memory).await?;
+    warn_degraded(&outcome.check);
+    if args.json {
+        emit(&format!("{}\n", add_json(&outcome, &scope)))?;
+    } else {
+        emit(&format!("{}\n", add_line(&outcome, &scope)))?;
+    }
+    service.store().close().await;
+    Ok(())
+}
+
+pub(crate) fn add_json(outcome: &AddOutcome, scope: &Scope) -> Value {
+    let mut value = serde_json::to_value(outcome).unwrap_or(Value::Null);
+    value["scope"] = json!({"domain": scope.domain(), "namespace": scope.namespace_name()});
+    value
+}
+
+fn add_line(outcome: &AddOutcome, scope: &Scope) -> String {
+    match &outcome.urn {
+        Some(urn) => {
+            let note = if outcome.embedded { "" } else { " (without an embedding: no semantic check ran)" };
+            format!("stored {urn}{note}")
+        }
+        None => format!("not stored: {}", verdict_line(&outcome.check, scope)),
+    }
+}
+
+/// One line saying what the check found and why.
+pub(crate) fn verdict_line(r: &DuplicateCheckResult, scope: &Scope) -> String {
+    let urn = r.matched_urn.as_deref().unwrap_or("?");
+    match r.reason {
+        Some(DuplicateReason::ExactMatch) => format!("duplicate of {urn}: exact match (same normalised text)"),
+        Some(DuplicateReason::SemanticSimilar) => format!(
+            "duplicate of {urn}: semantically similar, cosine {:.4} >= threshold {:.2}",
+            score(r.similarity_score.unwrap_or(0.0)),
+            r.threshold
+        ),
+        Some(DuplicateReason::RecentCapture) => {
+            format!("duplicate of {urn}: captured {} s ago", r.captured_secs_ago.unwrap_or(0))
+        }
+        None => match r.nearest {
+            Some(n) => format!(
+                "unique in {scope}: nearest {} at cosine {:.4} < threshold {:.2}",
+                scope.urn(n.id),
+                score(n.score),
+                r.threshold
+            ),
+            None => format!("unique in {scope}"),
+        },
+    }
+}
+
+pub(crate) fn warn_degraded(result: &DuplicateCheckResult) {
+    for failure in &result.degraded {
+        tracing::warn!("{} check skipped (failed open): {}", failure.check.label(), failure.error);
+    }
+}
+
+pub(crate) async fn list(global: &GlobalArgs, args: &ListArgs) -> Result<()> {
+    if let Some(ns) = &args.namespace {
+        Scope::namespace(ns).map_err(|e| UsageError(e.to_string()))?;
+    }
+    let config = config_file(global)?;
+    let store = open_store(global, &config).await?;
+    let filter = ListFilter {
+        domain: args.domain.clone(),
+        namespace: args.namespace.clone(),
+        include_deprecated: args.all,
+        after: args.after.map(MemoryId::new),
+        limit: args.limit,
+    };
+    let memories = store.list(&filter).await?;
+    if args.json {
+        let values: Vec<Value> = memories.iter().map(memory_json).collect();
+        emit(&format!("{}\n", Value::Array(values)))?;
+    } else if memories.is_empty() {
+        emit("no memories\n")?;
+    } else {
+        let mut out = String::new();
+        for m in &memories {
+            let flag = if m.deprecated { " [deprecated]" } else { "" };
+            out.push_str(&format!("{:>6}  {:<28}  {:<10}  {}{flag}\n", m.id, m.scope.to_string(), m.kind, snippet(&m.content, 60)));
+        }
+        emit(&out)?;
+    }
+    store.close().await;
+    Ok(())
+}
+
+pub(crate) fn memory_json(m: &Memory) -> Value {
+    let mut value = serde_json::to_value(m).unwrap_or(Value::Null);
+    value["urn"] = Value::String(m.urn());
+    value
+}
+
+pub(crate) async fn show(global: &GlobalArgs, args: &ShowArgs) -> Result<()> {
+    let id = parse_id(&args.id)?;
+    let config = config_file(global)?;
+    let store = open_store(global, &config).await?;
+    let Some(memory) = store.get(id).await? else { bail!("no memory with id {id} in {}", store.location()) };
+    if let Some(urn) = args.id.strip_prefix("memdedup://")
+        && !args.id.eq(&memory.urn())
+    {
+        bail!("memdedup://{urn} does not exist: memory {id} is {}", memory.urn());
+    }
+    if args.json {
+        emit(&format!("{}\n", memory_json(&memory)))?;
+    } else {
+        emit(&show_text(&memory))?;
+    }
+    store.close().await;
+    Ok(())
+}
+
+fn parse_id(raw: &str) -> Result<MemoryId> {
+    let digits = raw.strip_prefix("memdedup://").map_or(raw, |rest| rest.rsplit('/').next().unwrap_or(rest));
+    digits.parse().map_err(|_| UsageError(format!("`{raw}` is not a memory id or memdedup:// URN")).into())
+}
+
+fn show_text(m: &Memory) -> String {
+    let mut out = format!("{}\n", m.urn());
+    let mut field = |name: &str, value: String| out.push_str(&format!("  {name:<17}{value}\n"));
+    field("kind", m.kind.clone());
+    if let Some(title) = &m.title {
+        field("title", title.clone());
+    }
+    field("lifecycle", m.lifecycle.as_str().to_owned());
+    field("helpful/harmful", format!("{}/{}", m.helpful, m.harmful));
+    field("occurrences", m.occurrence_count.to_string());
+    field("content hash", m.content_hash.to_string());
+    field("deprecated", m.deprecated.to_string());
+    if let Some(survivor) = m.merged_into {
+        field("merged into", m.scope.urn(survivor));
+    }
+    field("created", m.created_at.to_rfc3339());
+    field("updated", m.updated_at.to_rfc3339());
+    if !m.metadata.is_empty() {
+        field("metadata", Value::Object(m.metadata.clone()).to_string());
+    }
+    out.push('\n');
+    out.push_str(&m.content);
+    if !m.content.ends_with('\n') {
+        out.push('\n');
+    }
+    out
+}
+
+pub(crate) async fn stats(global: &GlobalArgs, args: &JsonArgs) -> Result<()> {
+    let config = config_file(global)?;
+    let store = open_store(global, &config).await?;
+    let stats = store.stats().await.context("cannot read statistics")?;
+    if args.json {
+        emit(&format!("{}\n", serde_json::to_value(&stats)?))?;
+    } else {
+        let mut out = format!("{} database {}\n", stats.backend, stats.location);
+        let live: u64 = stats.namespaces.iter().map(|n| n.live).sum();
+        let skipped: u64 = stats.namespaces.iter().flat_map(|n| n.skipped.values()).sum();
+        out.push_str(&format!(
+            "{} live in {}, {} skipped, {} cached embeddings\n",
+            plural(usize::try_from(live).unwrap_or(usize::MAX), "memory"),
+            plural(stats.namespaces.len(), "namespace"),
+            plural(usize::try_from(skipped).unwrap_or(usize::MAX), "duplicate"),
+            stats.cached_embeddings
+        ));
+        for n in &stats.namespaces {
+            let reasons: Vec<String> = n.skipped.iter().map(|(reason, count)| format!("{reason} {count}")).collect();
+            let reasons = if reasons.is_empty() { String::new() } else { format!("; skipped: {}", reasons.join(", ")) };
+            out.push_str(&format!("  {}/{}: {} live, {} deprecated{reasons}\n", n.domain, n.namespace, n.live, n.deprecated));
+        }
+        emit(&out)?;
+    }
+    store.close().await;
+    Ok(())
+}
+
+/// The embedder for `scan` and `playbook dedup`: the default one, behind the store's
+/// embedding cache when `--db` is given. The outer error is a store that cannot be
+/// opened; the inner one an embedder that cannot be made (which `--fail-open` tolerates).
+pub(crate) async fn collection_embedder(
+    global: &GlobalArgs,
+) -> Result<memdedup::Result<Arc<dyn memdedup::Embedder>>> {
+    let config = config_file(global)?;
+    let model_dir = match &global.model_dir {
+        Some(dir) => Some(dir.clone()),
+        None => config.model_dir()?,
+    };
+    let store = match &global.db {
+        Some(_) => Some(open_store(global, &config).await?),
+        None => None,
+    };
+    Ok(memdedup::default_embedder(model_dir.as_deref()).map(|embedder| match store {
+        Some(store) => Arc::new(memdedup::CachedEmbedder::new(embedder, store)) as Arc<dyn memdedup::Embedder>,
+        None => embedder,
+    }))
+}

@@ -1,0 +1,177 @@
+//! `memdedup.toml`: finding the config file and reading its tables.
+
+use std::path::{Path, PathBuf};
+
+use dedup_precompact::DeduplicationConfig;
+use dedup_store::{DbLocation, MEMDEDUP_HOME_ENV_VAR};
+
+use crate::{Error, Result};
+
+/// The environment variable naming a config file.
+pub const CONFIG_ENV_VAR: &str = "MEMDEDUP_CONFIG";
+/// The config file's name.
+pub const CONFIG_FILE_NAME: &str = "memdedup.toml";
+
+const KNOWN_TABLES: [&str; 3] = ["store", "dedup", "embedder"];
+
+/// The configuration file, if one was found, parsed but not yet interpreted.
+///
+/// It is looked for at: an explicit path (`--config`), `$MEMDEDUP_CONFIG`,
+/// `./memdedup.toml`, `$MEMDEDUP_HOME/memdedup.toml`, then the platform config directory
+/// (`~/.config/memdedup/memdedup.toml` on Linux). An explicit path or `$MEMDEDUP_CONFIG`
+/// must exist; the other places are optional. Values in it lose to environment variables
+/// and command-line flags.
+///
+/// ```toml
+/// [store]
+/// db = "postgres://memdedup@db.internal/memdedup"   # or a SQLite file path
+///
+/// [embedder]
+/// model_dir = "/opt/memdedup/models/all-minilm-l6-v2-int8"
+///
+/// [dedup]
+/// default_threshold = 0.90
+/// time_window_secs = 300
+/// [dedup.thresholds]
+/// decisions = 0.92
+/// ```
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ConfigFile {
+    path: Option<PathBuf>,
+    table: toml::Table,
+}
+
+impl ConfigFile {
+    /// Finds and parses the config file; an empty configuration when there is none.
+    pub fn load(explicit: Option<&Path>) -> Result<ConfigFile> {
+        let from_env = std::env::var_os(CONFIG_ENV_VAR).filter(|v| !v.is_empty()).map(PathBuf::from);
+        if let Some(path) = explicit.map(Path::to_path_buf).or(from_env) {
+            return ConfigFile::read(&path);
+        }
+        let mut candidates = vec![PathBuf::from(CONFIG_FILE_NAME)];
+        if let Some(home) = std::env::var_os(MEMDEDUP_HOME_ENV_VAR).filter(|v| !v.is_empty()) {
+            candidates.push(Path::new(&home).join(CONFIG_FILE_NAME));
+        }
+        if let Some(dir) = dirs::config_dir() {
+            candidates.push(dir.join("memdedup").join(CONFIG_FILE_NAME));
+        }
+        match candidates.into_iter().find(|p| p.is_file()) {
+            Some(path) => ConfigFile::read(&path),
+            None => Ok(ConfigFile::default()),
+        }
+    }
+
+    /// Parses a config file's text; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &Path) -> Result<ConfigFile> {
+        let config_error = |message: String| Error::Config { origin: origin.display().to_string(), message };
+        let table: toml::Table = text.parse().map_err(|e: toml::de::Error| config_error(e.to_string()))?;
+        if let Some(unknown) = table.keys().find(|k| !KNOWN_TABLES.contains(&k.as_str())) {
+            return Err(config_error(format!("unknown table `{unknown}` (known: store, dedup, embedder)")));
+        }
+        let config = ConfigFile { path: Some(origin.to_path_buf()), table };
+        config.string("store", "db")?;
+        config.string("embedder", "model_dir")?;
+        config.dedup_config_without_env()?;
+        Ok(config)
+    }
+
+    fn read(path: &Path) -> Result<ConfigFile> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::Config { origin: path.display().to_string(), message: format!("cannot read: {e}") })?;
+        ConfigFile::parse(&text, path)
+    }
+
+    /// The file this configuration came from, if any.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// `[store] db`, if set.
+    pub fn store_db(&self) -> Result<Option<String>> {
+        self.string("store", "db")
+    }
+
+    /// `[embedder] model_dir`, if set.
+    pub fn model_dir(&self) -> Result<Option<PathBuf>> {
+        Ok(self.string("embedder", "model_dir")?.map(PathBuf::from))
+    }
+
+    /// The database location: `explicit` (a `--db` flag) > `DATABASE_URL` > `[store] db`
+    /// > `$MEMDEDUP_HOME/memdedup.db` > the platform data directory.
+    pub fn db_location(&self, explicit: Option<&str>) -> Result<DbLocation> {
+        Ok(DbLocation::resolve(explicit, self.store_db()?.as_deref())?)
+    }
+
+    /// The checker chain's configuration: defaults < `[dedup]` < `SUBCOG_DEDUP_*`.
+    pub fn dedup_config(&self) -> Result<DeduplicationConfig> {
+        let mut config = self.dedup_config_without_env()?;
+        config.apply_env(|name| std::env::var(name).ok())?;
+        Ok(config)
+    }
+
+    fn dedup_config_without_env(&self) -> Result<DeduplicationConfig> {
+        let mut config = DeduplicationConfig::default();
+        config.apply_toml(&self.table, &self.origin())?;
+        Ok(config)
+    }
+
+    fn string(&self, table: &str, key: &str) -> Result<Option<String>> {
+        let Some(section) = self.table.get(table) else { return Ok(None) };
+        let Some(section) = section.as_table() else { return Err(self.error(format!("`{table}` must be a table"))) };
+        if table != "dedup"
+            && let Some(unknown) = section.keys().find(|k| k.as_str() != key)
+        {
+            return Err(self.error(format!("unknown key `{table}.{unknown}` (known: {table}.{key})")));
+        }
+        match section.get(key) {
+            None => Ok(None),
+            Some(toml::Value::String(s)) => Ok(Some(s.clone())),
+            Some(other) => Err(self.error(format!("`{table}.{key}` must be a string, not {}", other.type_str()))),
+        }
+    }
+
+    fn origin(&self) -> String {
+        self.path.as_ref().map_or_else(|| CONFIG_FILE_NAME.to_owned(), |p| p.display().to_string())
+    }
+
+    fn error(&self, message: impl Into<String>) -> Error {
+        Error::Config { origin: self.origin(), message: message.into() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<ConfigFile> {
+        ConfigFile::parse(text, Path::new("memdedup.toml"))
+    }
+
+    #[test]
+    fn reads_store_embedder_and_dedup_tables() {
+        let config = parse(
+            "[store]\ndb = \"/var/lib/memdedup.db\"\n[embedder]\nmodel_dir = \"/m\"\n[dedup]\ndefault_threshold = 0.8\n[dedup.thresholds]\ndecisions = 0.95\n",
+        )
+        .unwrap();
+        assert_eq!(config.store_db().unwrap().as_deref(), Some("/var/lib/memdedup.db"));
+        assert_eq!(config.model_dir().unwrap(), Some(PathBuf::from("/m")));
+        let dedup = config.dedup_config_without_env().unwrap();
+        assert_eq!(dedup.default_threshold, 0.8);
+        assert_eq!(dedup.threshold_for("decisions"), 0.95);
+        assert_eq!(dedup.threshold_for("patterns"), 0.90);
+    }
+
+    #[test]
+    fn mistakes_name_the_file_and_the_key() {
+        let err = parse("[stor]\ndb = \"x\"\n").unwrap_err().to_string();
+        assert!(err.contains("memdedup.toml") && err.contains("unknown table `stor`"), "{err}");
+        let err = parse("[store]\ndb = 3\n").unwrap_err().to_string();
+        assert!(err.contains("`store.db` must be a string, not integer"), "{err}");
+        let err = parse("[store]\nurl = \"x\"\n").unwrap_err().to_string();
+        assert!(err.contains("unknown key `store.url`"), "{err}");
+        let err = parse("[dedup]\ndefault_threshold = 2.0\n").unwrap_err().to_string();
+        assert!(err.contains("memdedup.toml"), "{err}");
+        let err = parse("not toml at all [").unwrap_err().to_string();
+        assert!(err.starts_with("invalid configuration in memdedup.toml"), "{err}");
+    }
+}
