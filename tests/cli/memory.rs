@@ -59,7 +59,7 @@ fn add_stores_new_memories_and_names_the_duplicate_it_skips() {
     assert_eq!(paraphrase["check"]["reason"], "SemanticSimilar");
     assert_eq!(paraphrase["check"]["matched_urn"], urn.as_str());
     let score = paraphrase["check"]["similarity_score"].as_f64().unwrap();
-    assert!(score >= 0.92 && score < 1.0, "{paraphrase}");
+    assert!((0.92..1.0).contains(&score), "{paraphrase}");
     assert_eq!(paraphrase["check"]["threshold"].as_f64().unwrap() as f32, 0.92);
 
     // The same paraphrase in another namespace is new there.

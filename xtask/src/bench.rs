@@ -14,7 +14,10 @@ Runs `cargo bench -p memdedup --bench throughput -- ARGS` (skipped with --e2e-on
 then times `memdedup playbook dedup` as a fresh process three times on a generated,
 deterministic 1,000-entry playbook (about 15% paraphrase near duplicates), with
 /usr/bin/time (Debian: apt-get install time). Each run prints its wall-clock seconds and
-peak resident memory; model loading is included, as a user would see it.";
+peak resident memory; model loading is included, as a user would see it. Finally it
+times `memdedup scan --db` twice over an unchanged 2,000-line JSONL file (the second
+run reads every vector from the embedding cache). The check-before-store latency bench
+is `cargo bench -p memdedup --bench check`, run first unless --e2e-only.";
 
 const GNU_TIME: &str = "/usr/bin/time";
 const ENTRIES: usize = 1000;
@@ -29,6 +32,8 @@ pub fn run(root: &Path, e2e_only: bool, bench_args: &[String]) -> Result<()> {
         process::run(
             cargo().args(["bench", "-p", "memdedup", "--bench", "throughput", "--"]).args(bench_args).current_dir(root),
         )?;
+        println!("==> cargo bench -p memdedup --bench check");
+        process::run(cargo().args(["bench", "-p", "memdedup", "--bench", "check"]).current_dir(root))?;
     }
 
     if !Path::new(GNU_TIME).is_file() {
@@ -73,6 +78,41 @@ pub fn run(root: &Path, e2e_only: bool, bench_args: &[String]) -> Result<()> {
     }
     let after: usize = crate::demo::section_counts(&output)?.iter().map(|(_, n)| n).sum();
     println!("  entries: {ENTRIES} -> {after}");
+    bench_scan_cache(&bin, root, scratch.path())
+}
+
+/// Lines in the `scan --db` cache benchmark's input.
+const SCAN_LINES: usize = 2000;
+
+/// Times `memdedup scan --db` twice over one unchanged JSONL file: the first run embeds
+/// and fills the embedding cache, the second finds every vector there.
+fn bench_scan_cache(bin: &Path, root: &Path, scratch: &Path) -> Result<()> {
+    let generated = crate::synthetic_playbook::generate(SCAN_LINES, SEED + 1);
+    let mut jsonl = String::new();
+    let sections = generated.doc["sections"].as_object().context("the synthetic playbook has sections")?;
+    for (i, entry) in sections.values().flat_map(|list| list.as_array().into_iter().flatten()).enumerate() {
+        let line = serde_json::json!({"id": i, "text": entry["text"]});
+        jsonl.push_str(&format!("{line}\n"));
+    }
+    let input = scratch.join("memories-2000.jsonl");
+    std::fs::write(&input, &jsonl).with_context(|| format!("writing {}", input.display()))?;
+    let db = scratch.join("scan-cache.db");
+    println!("\n==> scan --db over {SCAN_LINES} lines, twice (cold processes; the second run hits the cache)");
+    let mut times = Vec::new();
+    for run in 1..=2 {
+        let mut cmd = Command::new(bin);
+        cmd.arg("--db").arg(&db).arg("scan").arg(&input).arg("--json").current_dir(root).stdin(Stdio::null());
+        let line = process::describe(&cmd);
+        let started = std::time::Instant::now();
+        let out = cmd.output().with_context(|| format!("could not start `{line}`"))?;
+        let secs = started.elapsed().as_secs_f64();
+        if !out.status.success() {
+            bail!("`{line}` failed ({}):\n{}", out.status, String::from_utf8_lossy(&out.stderr).trim_end());
+        }
+        println!("  run {run}: {secs:>6.2} s wall");
+        times.push(secs);
+    }
+    println!("  second run is {:.1}x faster", times[0] / times[1]);
     Ok(())
 }
 

@@ -210,7 +210,7 @@ impl DeduplicationService {
         {
             metrics::check_failed(CheckType::Recent.label());
             tracing::warn!(
-                redis_url = %url,
+                redis_url = %crate::config::redact_url(&url),
                 "built without the `redis` feature; the recent-capture cache is in-process only"
             );
             self

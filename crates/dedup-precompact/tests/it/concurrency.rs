@@ -89,7 +89,7 @@ backend_tests! {
         assert_eq!(serial.len(), 260, "240 unique texts and 20 paraphrase groups");
         assert_eq!(serial.iter().collect::<BTreeSet<_>>().len(), 260, "no group twice");
 
-        run_concurrently(&[dedup.clone()], &db, "concurrent", &texts).await;
+        run_concurrently(std::slice::from_ref(&dedup), &db, "concurrent", &texts).await;
         assert_eq!(live_groups(&db, "concurrent", &group).await, serial);
 
         // Two handles (two pools, two in-process indexes): what two processes do.

@@ -158,21 +158,41 @@ mod redis_down {
 
     use super::*;
 
-    /// A redis-server of our own, so the test can take it down.
-    fn start_redis() -> (Child, u16) {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("redis-server is installed (the Debian package redis-server; .ci/run installs it)");
-        for _ in 0..100 {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return (child, port);
+    /// A redis-server of our own, so the test can take it down; killed when dropped.
+    struct OwnRedis {
+        child: Child,
+        port: u16,
+    }
+
+    impl OwnRedis {
+        fn start() -> OwnRedis {
+            let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+            let child = Command::new("redis-server")
+                .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+                .stdout(Stdio::null())
+                .spawn()
+                .expect("redis-server is installed (the Debian package redis-server; .ci/run installs it)");
+            let mut redis = OwnRedis { child, port };
+            for _ in 0..100 {
+                if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                    return redis;
+                }
+                std::thread::sleep(Duration::from_millis(20));
             }
-            std::thread::sleep(Duration::from_millis(20));
+            redis.stop();
+            panic!("redis-server did not start on port {port}");
         }
-        panic!("redis-server did not start on port {port}");
+
+        fn stop(&mut self) {
+            self.child.kill().ok();
+            self.child.wait().ok();
+        }
+    }
+
+    impl Drop for OwnRedis {
+        fn drop(&mut self) {
+            self.stop();
+        }
     }
 
     #[tokio::test]
@@ -180,16 +200,15 @@ mod redis_down {
         let recorder = DebuggingRecorder::new();
         let snapshotter = recorder.snapshotter();
         let _guard = metrics::set_default_local_recorder(&recorder);
-        let (mut redis, port) = start_redis();
-        let url = format!("redis://127.0.0.1:{port}/");
+        let mut redis = OwnRedis::start();
+        let url = format!("redis://127.0.0.1:{}/", redis.port);
         let recent = RedisRecentCaptures::connect(&url, "memdedup-test", Duration::from_secs(300), 1000).await.unwrap();
         let db = TestStore::open(Backend::Sqlite).await;
         let dedup = service(&db, Arc::new(TableEmbedder::new())).with_recent_captures(Arc::new(recent));
         let scope = db.scope("learnings");
         let first = dedup.add(NewMemory::new(scope.clone(), long("Retry idempotent calls with jitter"))).await.unwrap();
         assert!(first.stored.is_some() && first.check.degraded.is_empty(), "{first:?}");
-        redis.kill().unwrap();
-        redis.wait().unwrap();
+        redis.stop();
         let started = std::time::Instant::now();
         let second = dedup.add(NewMemory::new(scope.clone(), long("Cap retries at five attempts"))).await.unwrap();
         assert!(started.elapsed() < Duration::from_secs(10), "a down Redis does not hang the check");

@@ -1,0 +1,152 @@
+//! Check-before-store latency: `DeduplicationService::check_duplicate` with the local
+//! model against 1k, 10k and 100k stored memories in one namespace (SQLite).
+//!
+//! Run with `cargo xtask bench` (or `cargo bench -p memdedup --bench check`).
+//! MEMDEDUP_BENCH_SIZES=1000,10000 limits the sizes. The stored side has synthetic unit
+//! vectors (stored under the local model's id, so every check searches all of them);
+//! the queries are real texts embedded by the real model.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use memdedup::{
+    DbLocation, DeduplicationConfig, DeduplicationService, Embedder, Embedding, LocalEmbedder, ModelDir, NewMemory,
+    Scope, Store, StoreOptions,
+};
+
+const QUERIES: usize = 200;
+
+fn main() {
+    let sizes: Vec<usize> = std::env::var("MEMDEDUP_BENCH_SIZES")
+        .ok()
+        .map(|s| s.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![1_000, 10_000, 100_000]);
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
+    runtime.block_on(async {
+        let dir = ModelDir::locate(None).expect("model directory");
+        let embedder: Arc<dyn Embedder> = Arc::new(LocalEmbedder::new(dir));
+        // Load the model before timing anything.
+        embedder.embed_one("warm up the model").await.expect("the local model loads (cargo xtask fetch-model)");
+        println!("check_duplicate, local model, SQLite, one namespace, {QUERIES} queries per size");
+        println!(
+            "{:>8}  {:>10}  {:>9}  {:>9}  {:>9}  {:>11}  {:>11}  {:>9}  {:>10}",
+            "stored", "fill s", "miss p50", "miss p99", "miss max", "exact p50", "exact p99", "embed p50", "search p50"
+        );
+        for &n in &sizes {
+            bench_size(n, embedder.clone()).await;
+        }
+    });
+}
+
+async fn bench_size(n: usize, embedder: Arc<dyn Embedder>) {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let location = DbLocation::Sqlite(dir.path().join("bench.db"));
+    let store = Arc::new(Store::open(&location, &StoreOptions::default()).await.expect("store opens"));
+    let scope = Scope::namespace("learnings").expect("valid namespace");
+    let model = embedder.model_id().to_owned();
+    let dims = embedder.dims();
+    let mut rng = Lcg(n as u64);
+    let fill_started = Instant::now();
+    for i in 0..n {
+        let vector: Vec<f32> = (0..dims).map(|_| rng.unit()).collect();
+        let memory = NewMemory::new(scope.clone(), format!("stored memory {i}: {}", sentence(&mut rng)));
+        let vector = memdedup::crates::store::StoredVector {
+            model: model.clone(),
+            embedding: Embedding::new(vector).expect("random vector"),
+        };
+        store.insert_checked(memory, Some(vector), None).await.expect("insert");
+    }
+    let fill = fill_started.elapsed();
+    let service = DeduplicationService::new(store.clone(), embedder, DeduplicationConfig::default());
+    // The first search loads the scope's index; that is a one-off per process.
+    let load_started = Instant::now();
+    service.check_duplicate(&sentence(&mut rng), &scope).await.expect("check");
+    let load = load_started.elapsed();
+
+    let mut misses = Vec::with_capacity(QUERIES);
+    for _ in 0..QUERIES {
+        let text = sentence(&mut rng);
+        let started = Instant::now();
+        let result = service.check_duplicate(&text, &scope).await.expect("check");
+        misses.push(started.elapsed());
+        assert!(result.degraded.is_empty(), "{result:?}");
+    }
+    // The two costly parts of a miss, measured alone.
+    let mut embeds = Vec::with_capacity(QUERIES);
+    let mut searches = Vec::with_capacity(QUERIES);
+    for _ in 0..QUERIES {
+        let text = sentence(&mut rng);
+        let started = Instant::now();
+        let query = service.embedder().expect("embedder").embed_one(&text).await.expect("embed");
+        embeds.push(started.elapsed());
+        let started = Instant::now();
+        store.search(&scope, &model, &query, 1).await.expect("search");
+        searches.push(started.elapsed());
+    }
+    let mut exact = Vec::with_capacity(QUERIES);
+    let stored = store
+        .list(&memdedup::ListFilter { namespace: Some("learnings".into()), limit: QUERIES, ..Default::default() })
+        .await
+        .expect("list");
+    for memory in stored.iter().cycle().take(QUERIES) {
+        let started = Instant::now();
+        let result = service.check_duplicate(&memory.content, &scope).await.expect("check");
+        exact.push(started.elapsed());
+        assert!(result.is_duplicate);
+    }
+    println!(
+        "{n:>8}  {:>10.1}  {:>9}  {:>9}  {:>9}  {:>11}  {:>11}  {:>9}  {:>10}   (index load {:.0} ms)",
+        fill.as_secs_f64(),
+        ms(percentile(&mut misses, 0.50)),
+        ms(percentile(&mut misses, 0.99)),
+        ms(percentile(&mut misses, 1.0)),
+        ms(percentile(&mut exact, 0.50)),
+        ms(percentile(&mut exact, 0.99)),
+        ms(percentile(&mut embeds, 0.50)),
+        ms(percentile(&mut searches, 0.50)),
+        load.as_secs_f64() * 1000.0,
+    );
+    store.close().await;
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1000.0)
+}
+
+fn percentile(samples: &mut [Duration], p: f64) -> Duration {
+    samples.sort();
+    let index = ((samples.len() as f64 - 1.0) * p).round() as usize;
+    samples[index.min(samples.len() - 1)]
+}
+
+/// A deterministic generator (PCG-style LCG).
+struct Lcg(u64);
+
+impl Lcg {
+    fn next_u32(&mut self) -> u32 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (self.0 >> 33) as u32
+    }
+
+    fn unit(&mut self) -> f32 {
+        self.next_u32() as f32 / (1u64 << 31) as f32 - 0.5
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        self.next_u32() as usize % n
+    }
+}
+
+const WORDS: &[&str] = &[
+    "always", "never", "run", "tests", "before", "commit", "database", "migration", "cache", "retry", "timeout",
+    "deploy", "review", "lock", "index", "query", "schema", "token", "budget", "prompt", "agent", "memory", "config",
+    "logging", "metrics", "error", "handler", "service", "client", "server", "release", "branch", "rollback",
+    "backup", "secret", "vault", "queue", "worker", "batch", "stream", "latency", "throughput", "user", "session",
+];
+
+/// A sentence of 12 to 20 words.
+fn sentence(rng: &mut Lcg) -> String {
+    let len = 12 + rng.below(9);
+    let words: Vec<&str> = (0..len).map(|_| WORDS[rng.below(WORDS.len())]).collect();
+    format!("{}.", words.join(" "))
+}
