@@ -3,7 +3,7 @@
 use anyhow::{Result, bail};
 use memdedup::{AddOutcome, DuplicateReason, NewMemory, Scope};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::UsageError;
 use crate::cli::{CaptureArgs, GlobalArgs};
@@ -39,8 +39,8 @@ pub(crate) async fn run(global: &GlobalArgs, args: &CaptureArgs) -> Result<()> {
     }
     service.store().close().await;
     if args.json {
-        let results: Vec<Value> = outcomes.iter().map(|(_, scope, outcome)| add_json(outcome, scope)).collect();
-        emit(&format!("{}\n", json!({ "results": results })))?;
+        let results: Vec<String> = outcomes.iter().map(|(_, scope, outcome)| add_json(outcome, scope)).collect();
+        emit(&format!("{{\"results\":[{}]}}\n", results.join(",")))?;
     } else {
         let output = json!({
             "hookSpecificOutput": {

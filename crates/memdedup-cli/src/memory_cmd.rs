@@ -64,9 +64,7 @@ pub(crate) async fn check(global: &GlobalArgs, args: &CheckArgs) -> Result<()> {
     let result = service.check_duplicate(&text, &scope).await?;
     warn_degraded(&result);
     if args.json {
-        let mut value = serde_json::to_value(&result)?;
-        value["scope"] = json!({"domain": scope.domain(), "namespace": scope.namespace_name()});
-        emit(&format!("{value}\n"))?;
+        emit(&format!("{}\n", with_scope(&result, &scope)))?;
     } else {
         emit(&format!("{}\n", verdict_line(&result, &scope)))?;
     }
@@ -93,10 +91,21 @@ pub(crate) async fn add(global: &GlobalArgs, args: &AddArgs) -> Result<()> {
     Ok(())
 }
 
-pub(crate) fn add_json(outcome: &AddOutcome, scope: &Scope) -> Value {
-    let mut value = serde_json::to_value(outcome).unwrap_or(Value::Null);
-    value["scope"] = json!({"domain": scope.domain(), "namespace": scope.namespace_name()});
-    value
+pub(crate) fn add_json(outcome: &AddOutcome, scope: &Scope) -> String {
+    with_scope(outcome, scope)
+}
+
+/// `value`'s JSON object with a `scope` member added. Serialised directly (not through
+/// `serde_json::Value`), so `f32` scores print as their shortest decimal (0.92, not
+/// 0.9200000166893005).
+fn with_scope<T: serde::Serialize>(value: &T, scope: &Scope) -> String {
+    #[derive(serde::Serialize)]
+    struct WithScope<'a, T> {
+        #[serde(flatten)]
+        value: &'a T,
+        scope: &'a Scope,
+    }
+    serde_json::to_string(&WithScope { value, scope }).unwrap_or_else(|e| json!({"error": e.to_string()}).to_string())
 }
 
 fn add_line(outcome: &AddOutcome, scope: &Scope) -> String {
@@ -163,7 +172,7 @@ pub(crate) async fn list(global: &GlobalArgs, args: &ListArgs) -> Result<()> {
         let mut out = String::new();
         for m in &memories {
             let flag = if m.deprecated { " [deprecated]" } else { "" };
-            out.push_str(&format!("{:>6}  {:<28}  {:<10}  {}{flag}\n", m.id, m.scope.to_string(), m.kind, snippet(&m.content, 60)));
+            out.push_str(&format!("{:>6}  {:<28}  {:<10}  {}{flag}\n", m.id.get(), m.scope.to_string(), m.kind, snippet(&m.content, 60)));
         }
         emit(&out)?;
     }
