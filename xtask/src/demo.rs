@@ -1,4 +1,5 @@
-//! `cargo xtask demo`: build the CLI and run it on the example playbook and memories.
+//! `cargo xtask demo`: build the CLI and run it on the example playbook and memories, then
+//! capture and check candidate memories against a fresh SQLite memory store.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -40,6 +41,27 @@ pub fn run(root: &Path) -> Result<()> {
 
     println!("\n==> memdedup scan examples/memories.jsonl");
     process::run(Command::new(&bin).args(["scan", "examples/memories.jsonl"]).current_dir(root))?;
+
+    // The check-before-store path, on a fresh SQLite memory store.
+    let db = out_dir.join("memory.db");
+    for suffix in ["", "-wal", "-shm"] {
+        let file = PathBuf::from(format!("{}{suffix}", db.display()));
+        if file.exists() {
+            std::fs::remove_file(&file).with_context(|| format!("removing {}", file.display()))?;
+        }
+    }
+    let with_db = || {
+        let mut cmd = Command::new(&bin);
+        cmd.arg("--db").arg(&db).current_dir(root).env_remove("DATABASE_URL");
+        cmd
+    };
+    println!("\n==> memdedup --db {} capture examples/candidates.jsonl", db.display());
+    process::run(with_db().args(["capture", "examples/candidates.jsonl"]))?;
+    let paraphrase = "We went with PostgreSQL as the primary database of the billing service.";
+    println!("\n==> memdedup --db {} check \"{paraphrase}\" --namespace decisions", db.display());
+    process::run(with_db().args(["check", paraphrase, "--namespace", "decisions"]))?;
+    println!("\n==> memdedup --db {} stats", db.display());
+    process::run(with_db().arg("stats"))?;
     Ok(())
 }
 
