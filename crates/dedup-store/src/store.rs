@@ -609,6 +609,11 @@ impl IndexState {
         }
         if full {
             self.index = None;
+            if let Some(dims) = dims {
+                let mut index = VectorIndex::new(dims);
+                index.reserve(changes.len());
+                self.index = Some(index);
+            }
         }
         for (id, embedding) in changes {
             match embedding {
