@@ -133,7 +133,10 @@ fn capture_prints_precompact_hook_output() {
     assert!(context.starts_with("Auto-captured 1 memory before compaction:\n\n1. **patterns**: Run the"), "{context}");
     assert!(context.contains("   URN: memdedup://global/patterns/"), "{context}");
     assert!(context.contains("Skipped 3 duplicates:"), "{context}");
-    assert!(context.contains(&format!("- Exact match: \"we decided to use postgresql as the prim...\" (matches {urn})")), "{context}");
+    assert!(
+        context.contains(&format!("- Exact match: \"we decided to use postgresql as the prim...\" (matches {urn})")),
+        "{context}"
+    );
     assert!(context.contains("- Semantic 9"), "{context}");
     assert!(context.contains(&format!("(similar to {urn})")), "{context}");
     assert_eq!(live_contents(&db, "patterns"), vec![UNRELATED.to_owned()]);
@@ -181,8 +184,7 @@ fn bad_input_is_refused_with_a_clear_message() {
     assert!(stderr.contains("cannot open database") && stderr.contains("garbage.db"), "{stderr}");
     assert_eq!(std::fs::read(&garbage).unwrap(), vec![0x42u8; 8192], "a foreign file is left as it was");
 
-    let assert =
-        memdedup().args(["--db", "postgres://memdedup:secret@127.0.0.1:1/none", "list"]).assert().code(1);
+    let assert = memdedup().args(["--db", "postgres://memdedup:secret@127.0.0.1:1/none", "list"]).assert().code(1);
     let stderr = text(&assert.get_output().stderr);
     assert!(stderr.contains("cannot open database postgres://memdedup:***@127.0.0.1:1/none"), "{stderr}");
     assert!(!stderr.contains("secret"), "{stderr}");
@@ -230,10 +232,8 @@ fn scan_db_reuses_cached_embeddings() {
     let missing_model = PathBuf::from("/nonexistent/memdedup-model");
     let second = scan_with_cache(&db, Path::new(EXAMPLE_MEMORIES), &["--model-dir", missing_model.to_str().unwrap()]);
     assert_eq!(first, second);
-    let uncached = memdedup()
-        .args(["--model-dir", missing_model.to_str().unwrap(), "scan", EXAMPLE_MEMORIES])
-        .assert()
-        .code(1);
+    let uncached =
+        memdedup().args(["--model-dir", missing_model.to_str().unwrap(), "scan", EXAMPLE_MEMORIES]).assert().code(1);
     assert!(text(&uncached.get_output().stderr).contains("cargo xtask fetch-model"));
 }
 
@@ -295,7 +295,8 @@ fn two_processes_sharing_one_postgres_store_each_text_once() {
     // Eight exact groups plus one paraphrase pair: nine memories, whatever the interleaving.
     assert_eq!(live.len(), 9, "{live:#?}");
     assert_eq!(stored, 9, "each stored memory was stored by exactly one process");
-    let mut normalised: Vec<String> = live.iter().map(|t| t.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase()).collect();
+    let mut normalised: Vec<String> =
+        live.iter().map(|t| t.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase()).collect();
     normalised.sort();
     normalised.dedup();
     assert_eq!(normalised.len(), 9, "no two live rows share a normalised text");

@@ -434,7 +434,12 @@ impl DeduplicationService {
 
     fn fail_open(&self, result: &mut DuplicateCheckResult, check: CheckType, error: &str, hash: &ContentHash) {
         metrics::check_failed(check.label());
-        tracing::warn!(check = check.label(), fingerprint = hash.fingerprint(), error, "dedup check failed, proceeding");
+        tracing::warn!(
+            check = check.label(),
+            fingerprint = hash.fingerprint(),
+            error,
+            "dedup check failed, proceeding"
+        );
         result.degraded.push(CheckFailure { check, error: error.to_owned() });
     }
 }

@@ -151,7 +151,11 @@ fn ago(secs: u64) -> String {
 /// The text on one line, cut to `max` characters with "..." (the seed's style).
 fn cut(text: &str, max: usize) -> String {
     let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if flat.chars().count() <= max { flat } else { format!("{}...", flat.chars().take(max).collect::<String>().trim_end()) }
+    if flat.chars().count() <= max {
+        flat
+    } else {
+        format!("{}...", flat.chars().take(max).collect::<String>().trim_end())
+    }
 }
 
 #[cfg(test)]
@@ -160,8 +164,11 @@ mod tests {
 
     #[test]
     fn candidates_are_validated_before_anything_is_stored() {
-        let ok = parse_candidates("{\"content\":\"a\",\"namespace\":\"decisions\",\"extra\":1}\n\n{\"content\":\"b\"}\n", "in")
-            .unwrap();
+        let ok = parse_candidates(
+            "{\"content\":\"a\",\"namespace\":\"decisions\",\"extra\":1}\n\n{\"content\":\"b\"}\n",
+            "in",
+        )
+        .unwrap();
         assert_eq!(ok.len(), 2);
         assert_eq!(ok[0].scope.namespace_name(), "decisions");
         assert_eq!(ok[1].scope, Scope::default());

@@ -172,7 +172,13 @@ pub(crate) async fn list(global: &GlobalArgs, args: &ListArgs) -> Result<()> {
         let mut out = String::new();
         for m in &memories {
             let flag = if m.deprecated { " [deprecated]" } else { "" };
-            out.push_str(&format!("{:>6}  {:<28}  {:<10}  {}{flag}\n", m.id.get(), m.scope.to_string(), m.kind, snippet(&m.content, 60)));
+            out.push_str(&format!(
+                "{:>6}  {:<28}  {:<10}  {}{flag}\n",
+                m.id.get(),
+                m.scope.to_string(),
+                m.kind,
+                snippet(&m.content, 60)
+            ));
         }
         emit(&out)?;
     }
@@ -258,7 +264,10 @@ pub(crate) async fn stats(global: &GlobalArgs, args: &JsonArgs) -> Result<()> {
         for n in &stats.namespaces {
             let reasons: Vec<String> = n.skipped.iter().map(|(reason, count)| format!("{reason} {count}")).collect();
             let reasons = if reasons.is_empty() { String::new() } else { format!("; skipped: {}", reasons.join(", ")) };
-            out.push_str(&format!("  {}/{}: {} live, {} deprecated{reasons}\n", n.domain, n.namespace, n.live, n.deprecated));
+            out.push_str(&format!(
+                "  {}/{}: {} live, {} deprecated{reasons}\n",
+                n.domain, n.namespace, n.live, n.deprecated
+            ));
         }
         emit(&out)?;
     }
@@ -269,9 +278,7 @@ pub(crate) async fn stats(global: &GlobalArgs, args: &JsonArgs) -> Result<()> {
 /// The embedder for `scan` and `playbook dedup`: the default one, behind the store's
 /// embedding cache when `--db` is given. The outer error is a store that cannot be
 /// opened; the inner one an embedder that cannot be made (which `--fail-open` tolerates).
-pub(crate) async fn collection_embedder(
-    global: &GlobalArgs,
-) -> Result<memdedup::Result<Arc<dyn memdedup::Embedder>>> {
+pub(crate) async fn collection_embedder(global: &GlobalArgs) -> Result<memdedup::Result<Arc<dyn memdedup::Embedder>>> {
     let config = config_file(global)?;
     let model_dir = match &global.model_dir {
         Some(dir) => Some(dir.clone()),

@@ -83,7 +83,10 @@ impl Embedder for CachedEmbedder {
         hashes
             .iter()
             .map(|h| {
-                cached.get(h).cloned().ok_or_else(|| dedup_embed::Error::Malformed("embedding cache lost a vector".into()))
+                cached
+                    .get(h)
+                    .cloned()
+                    .ok_or_else(|| dedup_embed::Error::Malformed("embedding cache lost a vector".into()))
             })
             .collect()
     }

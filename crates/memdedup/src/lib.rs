@@ -38,14 +38,14 @@ pub use dedup_embed::{OpenAiConfig, OpenAiEmbedder};
 
 #[doc(inline)]
 pub use dedup_core::{ContentHash, normalize_content};
+#[cfg(feature = "redis")]
+#[doc(inline)]
+pub use dedup_precompact::RedisRecentCaptures;
 #[doc(inline)]
 pub use dedup_precompact::{
     AddOutcome, CheckFailure, CheckType, DeduplicationConfig, DeduplicationService, DuplicateCheckResult,
     DuplicateReason, RecentCaptureCache, RecentCaptures,
 };
-#[cfg(feature = "redis")]
-#[doc(inline)]
-pub use dedup_precompact::RedisRecentCaptures;
 #[doc(inline)]
 pub use dedup_store::{
     DEFAULT_DOMAIN, DbLocation, InsertOutcome, Lifecycle, ListFilter, Memory, MemoryId, NamespaceStats, Neighbour,

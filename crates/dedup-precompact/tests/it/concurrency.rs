@@ -46,7 +46,8 @@ fn workload() -> (Vec<String>, TableEmbedder, HashMap<String, String>) {
 
 /// The group keys of the live memories in `namespace`, with multiplicity.
 async fn live_groups(db: &TestStore, namespace: &str, group: &HashMap<String, String>) -> Vec<String> {
-    let filter = ListFilter { domain: Some(db.domain.clone()), namespace: Some(namespace.into()), ..Default::default() };
+    let filter =
+        ListFilter { domain: Some(db.domain.clone()), namespace: Some(namespace.into()), ..Default::default() };
     let mut keys: Vec<String> = db
         .store
         .list(&filter)

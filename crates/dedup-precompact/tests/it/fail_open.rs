@@ -114,7 +114,8 @@ async fn index_error_still_stores_and_counts_it() {
     let scope = db.scope("patterns");
     let good = service(&db, Arc::new(TableEmbedder::new()));
     good.add(NewMemory::new(scope.clone(), long("Use structured logging everywhere"))).await.unwrap();
-    let broken = DeduplicationService::new(db.store.clone(), Arc::new(WrongDimsEmbedder), DeduplicationConfig::default());
+    let broken =
+        DeduplicationService::new(db.store.clone(), Arc::new(WrongDimsEmbedder), DeduplicationConfig::default());
     let added = broken.add(NewMemory::new(scope.clone(), long("Log in JSON with request ids"))).await.unwrap();
     assert!(added.stored.is_some(), "{added:?}");
     assert!(!added.embedded, "a vector the index rejects is not stored");

@@ -112,8 +112,7 @@ impl TableEmbedder {
         let orth: Vec<f32> = noise.as_slice().iter().zip(base.as_slice()).map(|(n, b)| n - along * b).collect();
         let orth = Embedding::new(orth).expect("orthogonal part is non-zero");
         let sin = (1.0 - cosine * cosine).max(0.0).sqrt();
-        let mixed: Vec<f32> =
-            base.as_slice().iter().zip(orth.as_slice()).map(|(b, o)| cosine * b + sin * o).collect();
+        let mixed: Vec<f32> = base.as_slice().iter().zip(orth.as_slice()).map(|(b, o)| cosine * b + sin * o).collect();
         self.overrides.insert(normalize_content(paraphrase), Embedding::new(mixed).expect("unit mix"));
         self
     }
