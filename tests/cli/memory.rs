@@ -303,3 +303,35 @@ fn two_processes_sharing_one_postgres_store_each_text_once() {
     let decisions = live.iter().filter(|t| *t == DECISION || *t == DECISION_PARAPHRASE).count();
     assert_eq!(decisions, 1, "one of the paraphrase pair, never both");
 }
+
+#[test]
+fn debug_logs_carry_fingerprints_never_memory_text() {
+    require_model();
+    let (_dir, db) = sqlite_db();
+    let secret = "The staging password rotation happens on the first Monday of every month.";
+    for command in ["add", "check", "add"] {
+        let assert = memdedup().args(["-vv", "--db", &db, command, secret, "-n", "learnings"]).assert().success();
+        let stderr = text(&assert.get_output().stderr);
+        assert!(stderr.contains("fingerprint"), "debug logs are on: {stderr}");
+        for word in ["password", "rotation", "Monday"] {
+            assert!(!stderr.contains(word), "`{command}` logged memory text: {stderr}");
+        }
+    }
+}
+
+#[test]
+fn playbook_dedup_db_reuses_cached_embeddings() {
+    require_model();
+    let (_dir, db) = sqlite_db();
+    let (out_dir, _) = temp_file("unused", b"");
+    let first_out = out_dir.path().join("first.json");
+    let second_out = out_dir.path().join("second.json");
+    let playbook = crate::support::EXAMPLE_PLAYBOOK;
+    memdedup().args(["--db", &db, "playbook", "dedup", playbook, "-o"]).arg(&first_out).assert().success();
+    memdedup()
+        .args(["--db", &db, "--model-dir", "/nonexistent/memdedup-model", "playbook", "dedup", playbook, "-o"])
+        .arg(&second_out)
+        .assert()
+        .success();
+    assert_eq!(std::fs::read(&first_out).unwrap(), std::fs::read(&second_out).unwrap());
+}
