@@ -39,14 +39,38 @@ impl WriteTx {
     }
 }
 
+/// The Postgres schema holding memdedup's tables.
+pub(crate) const SCHEMA: &str = "memdedup";
+
+/// Creates [`SCHEMA`] unless it exists. Two processes may race: the loser's unique
+/// violation is fine when the schema is there afterwards.
+async fn create_schema(conn: &mut PgConnection) -> Result<(), sqlx::Error> {
+    let exists = "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)";
+    if sqlx::query_scalar::<_, bool>(exists).bind(SCHEMA).fetch_one(&mut *conn).await? {
+        return Ok(());
+    }
+    match sqlx::query(&format!("CREATE SCHEMA IF NOT EXISTS {SCHEMA}")).execute(&mut *conn).await {
+        Ok(_) => Ok(()),
+        Err(error) => {
+            if sqlx::query_scalar::<_, bool>(exists).bind(SCHEMA).fetch_one(&mut *conn).await? {
+                Ok(())
+            } else {
+                Err(error)
+            }
+        }
+    }
+}
+
 impl PgBackend {
     pub(super) async fn open(url: &str, location: &DbLocation, options: &StoreOptions) -> Result<PgBackend> {
         let connect = PgConnectOptions::from_str(url).map_err(|e| open_error(location, options.busy_timeout, e))?;
         // One direct connection first: the pool would report any failure as a timeout, this
         // says why (refused, unknown host, bad password, no such database).
         match tokio::time::timeout(options.connect_timeout, PgConnection::connect_with(&connect)).await {
-            Ok(Ok(probe)) => {
+            Ok(Ok(mut probe)) => {
+                let created = create_schema(&mut probe).await;
                 let _ = probe.close().await;
+                created.map_err(|e| open_error(location, options.busy_timeout, e))?;
             }
             Ok(Err(e)) => return Err(open_error(location, options.busy_timeout, e)),
             Err(_) => {
@@ -55,6 +79,10 @@ impl PgBackend {
                 return Err(open_error(location, options.busy_timeout, sqlx::Error::Io(timeout)));
             }
         }
+        // Every table, the migration history included, lives in its own schema, so a
+        // database shared with an application (DATABASE_URL) keeps its `public` tables and
+        // its own `_sqlx_migrations` apart from ours.
+        let connect = connect.options([("search_path", SCHEMA)]);
         let pool = PgPoolOptions::new()
             .max_connections(options.max_connections.max(1))
             .acquire_timeout(options.connect_timeout)

@@ -95,3 +95,41 @@ async fn locked_sqlite_file_gives_locked_until_released() -> anyhow::Result<()> 
     other.close().await?;
     Ok(())
 }
+
+/// A database shared with an application (the usual meaning of DATABASE_URL): its own
+/// `public.memories` table and its own sqlx migration history must not matter to us, and
+/// we must not touch them.
+#[cfg(feature = "postgres")]
+#[tokio::test]
+async fn postgres_tables_live_in_their_own_schema() -> anyhow::Result<()> {
+    let db = crate::support::TestDb::new(crate::support::Backend::Postgres).await?;
+    let DbLocation::Postgres(url) = &db.location else { anyhow::bail!("a Postgres test database") };
+    let mut app = sqlx::PgConnection::connect(url).await?;
+    for statement in [
+        "CREATE TABLE public.memories (id TEXT PRIMARY KEY, body TEXT)",
+        "INSERT INTO public.memories VALUES ('app-1', 'the application''s own row')",
+        "CREATE TABLE public._sqlx_migrations (version BIGINT PRIMARY KEY, description TEXT NOT NULL, \
+         installed_on TIMESTAMPTZ NOT NULL DEFAULT now(), success BOOLEAN NOT NULL, checksum BYTEA NOT NULL, \
+         execution_time BIGINT NOT NULL)",
+        "INSERT INTO public._sqlx_migrations VALUES (20200101000000, 'app migration', now(), true, '\\x00', 1)",
+    ] {
+        sqlx::query(statement).execute(&mut app).await?;
+    }
+    let store = db.open().await?;
+    let id = insert_text(&store, &scope("global", "decisions"), "stored beside an application").await?;
+    assert!(store.get(id).await?.is_some());
+    store.close().await;
+    // A second open (the migration history is read again) works too.
+    db.open().await?.close().await;
+
+    let app_rows: Vec<(String, String)> =
+        sqlx::query_as("SELECT id, body FROM public.memories").fetch_all(&mut app).await?;
+    assert_eq!(app_rows, vec![("app-1".to_owned(), "the application's own row".to_owned())]);
+    let app_migrations: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM public._sqlx_migrations").fetch_one(&mut app).await?;
+    assert_eq!(app_migrations, 1, "our migrations are recorded in our schema only");
+    let ours: i64 = sqlx::query_scalar("SELECT count(*) FROM memdedup.memories").fetch_one(&mut app).await?;
+    assert_eq!(ours, 1);
+    app.close().await?;
+    Ok(())
+}

@@ -85,6 +85,7 @@ impl TestDb {
             #[cfg(feature = "postgres")]
             DbLocation::Postgres(url) => {
                 let mut conn = sqlx::PgConnection::connect(url).await?;
+                sqlx::query("SET search_path TO memdedup").execute(&mut conn).await?;
                 let done = sqlx::query(sql).execute(&mut conn).await?;
                 conn.close().await?;
                 Ok(done.rows_affected())
