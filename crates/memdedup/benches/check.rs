@@ -6,6 +6,8 @@
 //! vectors (stored under the local model's id, so every check searches all of them);
 //! the queries are real texts embedded by the real model.
 
+mod support;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -13,6 +15,7 @@ use memdedup::{
     DbLocation, DeduplicationConfig, DeduplicationService, Embedder, Embedding, LocalEmbedder, ModelDir, NewMemory,
     Scope, Store, StoreOptions,
 };
+use support::Lcg;
 
 const QUERIES: usize = 200;
 
@@ -117,24 +120,6 @@ fn percentile(samples: &mut [Duration], p: f64) -> Duration {
     samples.sort();
     let index = ((samples.len() as f64 - 1.0) * p).round() as usize;
     samples[index.min(samples.len() - 1)]
-}
-
-/// A deterministic generator (PCG-style LCG).
-struct Lcg(u64);
-
-impl Lcg {
-    fn next_u32(&mut self) -> u32 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        (self.0 >> 33) as u32
-    }
-
-    fn unit(&mut self) -> f32 {
-        self.next_u32() as f32 / (1u64 << 31) as f32 - 0.5
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        self.next_u32() as usize % n
-    }
 }
 
 const WORDS: &[&str] = &[

@@ -3,10 +3,13 @@
 //! Run with `cargo xtask bench` (or `cargo bench -p memdedup --bench throughput -- [embed|group]`).
 //! Prints one line per measurement; docs/BENCHMARKS.md records the figures.
 
+mod support;
+
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use memdedup::{Embedder, Embedding, GroupOptions, LocalEmbedder, LocalOptions, ModelDir, Threshold};
+use support::{Lcg, cpu_model, peak_rss_mib};
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
@@ -17,41 +20,6 @@ fn main() {
     }
     if want("embed") {
         bench_embedding();
-    }
-}
-
-fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned())
-        })
-        .unwrap_or_else(|| "unknown CPU".into())
-}
-
-/// Peak resident set size of this process so far, in MiB (Linux).
-fn peak_rss_mib() -> f64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
-        })
-        .map_or(f64::NAN, |kib| kib / 1024.0)
-}
-
-/// A small deterministic generator (PCG-style LCG).
-struct Lcg(u64);
-
-impl Lcg {
-    fn next_u32(&mut self) -> u32 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        (self.0 >> 33) as u32
-    }
-    fn unit(&mut self) -> f32 {
-        self.next_u32() as f32 / (1u64 << 31) as f32 - 0.5
-    }
-    fn below(&mut self, n: usize) -> usize {
-        self.next_u32() as usize % n
     }
 }
 

@@ -1,0 +1,42 @@
+//! What the benchmarks share: a deterministic generator and machine facts.
+
+#![allow(dead_code)]
+
+/// A small deterministic generator (PCG-style LCG).
+pub struct Lcg(pub u64);
+
+impl Lcg {
+    pub fn next_u32(&mut self) -> u32 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (self.0 >> 33) as u32
+    }
+
+    /// Uniform in [-0.5, 0.5).
+    pub fn unit(&mut self) -> f32 {
+        self.next_u32() as f32 / (1u64 << 31) as f32 - 0.5
+    }
+
+    /// Uniform in 0..n.
+    pub fn below(&mut self, n: usize) -> usize {
+        self.next_u32() as usize % n
+    }
+}
+
+pub fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown CPU".into())
+}
+
+/// Peak resident set size of this process so far, in MiB (Linux).
+pub fn peak_rss_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok())
+        })
+        .map_or(f64::NAN, |kib| kib / 1024.0)
+}
