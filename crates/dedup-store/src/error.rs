@@ -41,6 +41,17 @@ pub enum Error {
     /// No memory has this id.
     #[error("no memory with id {0}")]
     NotFound(crate::MemoryId),
+    /// No fact has this id (seed 002's `KeyError`).
+    #[error("no fact with id {0:?}")]
+    FactNotFound(String),
+    /// A change would make two live records equal where the store keeps them unique: an
+    /// edited memory's text equals another live memory's of its scope, or an edited
+    /// fact's content equals another fact's.
+    #[error("conflict: {reason}")]
+    Conflict {
+        /// What collided with what.
+        reason: String,
+    },
     /// A memory cannot be merged into the one named: itself, or a memory of another
     /// scope.
     #[error("cannot merge memory {id} into {into}: {reason}")]

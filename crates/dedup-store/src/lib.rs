@@ -20,6 +20,7 @@
 compile_error!("dedup-store needs at least one backend feature: `sqlite` or `postgres`");
 
 mod error;
+mod facts;
 mod index;
 mod location;
 mod memory;
@@ -30,8 +31,8 @@ pub use error::{Error, Result};
 pub use index::VectorIndex;
 pub use location::{DATABASE_URL_ENV_VAR, DbLocation, MEMDEDUP_HOME_ENV_VAR};
 pub use memory::{
-    InsertOutcome, Lifecycle, ListFilter, MAX_CONTENT_BYTES, Memory, MemoryId, NamespaceStats, Neighbour, NewMemory,
-    StoreStats, StoredVector,
+    Edge, InsertOutcome, Lifecycle, ListFilter, MAX_CONTENT_BYTES, Memory, MemoryId, MemoryUpdate, NamespaceStats,
+    Neighbour, NewMemory, SearchFilter, StoreStats, StoredVector,
 };
 pub use scope::{DEFAULT_DOMAIN, DEFAULT_NAMESPACE, Scope};
 pub use store::{Store, StoreOptions};

@@ -116,6 +116,9 @@ pub struct Memory {
     pub merged_into: Option<MemoryId>,
     /// Free-form metadata (a JSON object).
     pub metadata: serde_json::Map<String, serde_json::Value>,
+    /// Whether its text is kept unique in its scope (false for kinds that may repeat, see
+    /// [`NewMemory::allow_repeats`]).
+    pub unique_content: bool,
     /// When it was stored.
     pub created_at: DateTime<Utc>,
     /// When it last changed.
@@ -142,6 +145,9 @@ pub struct NewMemory {
     pub content: String,
     /// Free-form metadata.
     pub metadata: serde_json::Map<String, serde_json::Value>,
+    /// Whether an equal text already live in the scope makes this one a duplicate (the
+    /// default). See [`NewMemory::allow_repeats`].
+    pub unique_content: bool,
 }
 
 impl NewMemory {
@@ -153,7 +159,16 @@ impl NewMemory {
             title: None,
             content: content.into(),
             metadata: serde_json::Map::new(),
+            unique_content: true,
         }
+    }
+
+    /// Lets this memory repeat the text of a live memory of its scope, and keeps it out
+    /// of exact-duplicate lookups: for kinds where every record is distinct by
+    /// definition (seed 001's episodes, signals, trades).
+    pub fn allow_repeats(mut self) -> NewMemory {
+        self.unique_content = false;
+        self
     }
 
     /// Sets the kind.
@@ -220,6 +235,68 @@ pub struct Neighbour {
     pub score: f32,
 }
 
+/// Which memories a similarity search compares with, and on how many dimensions.
+///
+/// The default compares with every live memory of the scope embedded by the model, on all
+/// dimensions.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct SearchFilter {
+    /// Only memories of this kind, if set.
+    pub kind: Option<String>,
+    /// Compare on the first `dims` dimensions, renormalised (Matryoshka truncation), when
+    /// set and smaller than the vectors' dimensions.
+    pub dims: Option<usize>,
+}
+
+impl SearchFilter {
+    /// Only memories of `kind`.
+    pub fn kind(kind: impl Into<String>) -> SearchFilter {
+        SearchFilter { kind: Some(kind.into()), dims: None }
+    }
+
+    /// Compares on at most `dims` dimensions.
+    pub fn with_dims(mut self, dims: usize) -> SearchFilter {
+        self.dims = Some(dims);
+        self
+    }
+
+    /// `embedding` as this filter compares it: truncated to `dims` and renormalised when
+    /// it has more.
+    pub fn comparable(&self, embedding: &Embedding) -> Result<Embedding, dedup_core::Error> {
+        match self.dims {
+            Some(dims) if dims < embedding.dims() => embedding.truncate(dims),
+            _ => Ok(embedding.clone()),
+        }
+    }
+}
+
+/// A change to a stored memory; `None` fields stay as they are.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct MemoryUpdate {
+    /// New text (validated like [`NewMemory::content`]). Its vector is replaced by the
+    /// one passed along, or removed when none is.
+    pub content: Option<String>,
+    /// New title; `Some(None)` removes it.
+    pub title: Option<Option<String>>,
+    /// New lifecycle state.
+    pub lifecycle: Option<Lifecycle>,
+    /// New metadata (replaces the old object).
+    pub metadata: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// A typed link between two memories.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Edge {
+    /// Where it starts.
+    pub source: MemoryId,
+    /// Where it ends.
+    pub target: MemoryId,
+    /// Its type, e.g. `relates_to`.
+    pub kind: String,
+    /// When it was made.
+    pub created_at: DateTime<Utc>,
+}
+
 /// Which memories [`Store::list`](crate::Store::list) returns; always in id order.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ListFilter {
@@ -229,6 +306,10 @@ pub struct ListFilter {
     pub namespace: Option<String>,
     /// Also return deprecated memories.
     pub include_deprecated: bool,
+    /// Only this kind, if set.
+    pub kind: Option<String>,
+    /// Only this lifecycle state, if set.
+    pub lifecycle: Option<Lifecycle>,
     /// Only ids greater than this (for paging).
     pub after: Option<MemoryId>,
     /// At most this many (0 means no limit).

@@ -64,12 +64,26 @@ impl fmt::Display for Scope {
 
 /// Validates a domain, namespace or kind name.
 pub(crate) fn validate_name(what: &'static str, name: &str) -> Result<()> {
+    validate_name_with(what, name, b"_-.")
+}
+
+/// Validates a memory kind: like a name, and ':' is allowed too (seed 001's subtypes are
+/// spelled `custom:lesson`).
+pub(crate) fn validate_kind(kind: &str) -> Result<()> {
+    validate_name_with("kind", kind, b"_-.:")
+}
+
+fn validate_name_with(what: &'static str, name: &str, punctuation: &[u8]) -> Result<()> {
     let reason = if name.is_empty() {
         Some("must not be empty")
     } else if name.len() > MAX_NAME_LEN {
         Some("must be at most 64 characters")
-    } else if !name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.')) {
-        Some("may only contain ASCII letters, digits, '_', '-' and '.'")
+    } else if !name.bytes().all(|b| b.is_ascii_alphanumeric() || punctuation.contains(&b)) {
+        Some(if punctuation.contains(&b':') {
+            "may only contain ASCII letters, digits, '_', '-', '.' and ':'"
+        } else {
+            "may only contain ASCII letters, digits, '_', '-' and '.'"
+        })
     } else if !name.as_bytes()[0].is_ascii_alphanumeric() {
         Some("must start with a letter or digit")
     } else {

@@ -14,14 +14,16 @@ use chrono::{DateTime, SubsecRound, Utc};
 use dedup_core::{ContentHash, Embedding};
 use tokio::sync::{OwnedRwLockReadGuard, RwLock};
 
-use crate::scope::validate_name;
+use crate::scope::{validate_kind, validate_name};
 use crate::{
-    DbLocation, Error, InsertOutcome, Lifecycle, ListFilter, MAX_CONTENT_BYTES, Memory, MemoryId, Neighbour, NewMemory,
-    Result, Scope, StoreStats, StoredVector, VectorIndex,
+    DbLocation, Edge, Error, InsertOutcome, Lifecycle, ListFilter, MAX_CONTENT_BYTES, Memory, MemoryId, MemoryUpdate,
+    Neighbour, NewMemory, Result, Scope, SearchFilter, StoreStats, StoredVector, VectorIndex,
 };
 
 #[macro_use]
 mod shared;
+#[macro_use]
+mod facts;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(feature = "sqlite")]
@@ -153,11 +155,31 @@ impl Store {
     /// Fails with [`Error::InvalidVector`](crate::Error::InvalidVector) when `query` has
     /// other dimensions than the scope's vectors of `model`.
     pub async fn search(&self, scope: &Scope, model: &str, query: &Embedding, k: usize) -> Result<Vec<Neighbour>> {
+        self.search_filtered(scope, model, query, k, &SearchFilter::default(), None).await
+    }
+
+    /// Like [`Store::search`], among the memories `filter` selects, compared on the
+    /// dimensions it keeps (`query` is truncated the same way), and only hits scoring at
+    /// least `min_score` when given.
+    pub async fn search_filtered(
+        &self,
+        scope: &Scope,
+        model: &str,
+        query: &Embedding,
+        k: usize,
+        filter: &SearchFilter,
+        min_score: Option<f32>,
+    ) -> Result<Vec<Neighbour>> {
         validate_model(model)?;
-        let handle = self.indexes.handle(scope, model);
-        let fresh = dispatch!(self, b => b.fresh_index(handle, scope, model).await);
+        validate_filter(filter)?;
+        if let Some(score) = min_score.filter(|s| !s.is_finite()) {
+            return Err(Error::InvalidVector(dedup_core::Error::InvalidThreshold(f64::from(score))));
+        }
+        let query = filter.comparable(query)?;
+        let (key, handle) = self.indexes.handle(scope, model, filter);
+        let fresh = dispatch!(self, b => b.fresh_index(handle, &key).await);
         let guard = self.classify(fresh)?;
-        top_k(guard, query, k, None).await.map(|(_, neighbours)| neighbours)
+        top_k(guard, &query, k, min_score).await.map(|(_, neighbours)| neighbours)
     }
 
     /// Stores `memory` unless it duplicates a live memory of its scope, atomically.
@@ -178,15 +200,36 @@ impl Store {
         vector: Option<StoredVector>,
         threshold: Option<f32>,
     ) -> Result<InsertOutcome> {
+        self.insert_checked_filtered(memory, vector, threshold, &SearchFilter::default()).await
+    }
+
+    /// Like [`Store::insert_checked`], with the semantic check among the memories
+    /// `filter` selects, on the dimensions it keeps (the stored vector is the full one).
+    /// A memory that [allows repeats](NewMemory::allow_repeats) skips the exact check.
+    pub async fn insert_checked_filtered(
+        &self,
+        memory: NewMemory,
+        vector: Option<StoredVector>,
+        threshold: Option<f32>,
+        filter: &SearchFilter,
+    ) -> Result<InsertOutcome> {
         let prepared = PreparedMemory::new(memory)?;
+        validate_filter(filter)?;
         if let Some(vector) = &vector {
             validate_model(&vector.model)?;
         }
         if let Some(threshold) = threshold.filter(|t| !t.is_finite()) {
             return Err(Error::InvalidVector(dedup_core::Error::InvalidThreshold(f64::from(threshold))));
         }
-        let handle = vector.as_ref().map(|v| self.indexes.handle(&prepared.memory.scope, &v.model));
-        let result = dispatch!(self, b => b.insert_checked(&prepared, vector.as_ref(), threshold, handle).await);
+        let indexed = match &vector {
+            Some(vector) => {
+                let comparable = filter.comparable(&vector.embedding)?;
+                let (key, handle) = self.indexes.handle(&prepared.memory.scope, &vector.model, filter);
+                Some(IndexedInsert { key, handle, comparable })
+            }
+            None => None,
+        };
+        let result = dispatch!(self, b => b.insert_checked(&prepared, vector.as_ref(), threshold, indexed).await);
         let outcome = self.classify(result)?;
         tracing::debug!(
             fingerprint = prepared.hash.fingerprint(),
@@ -212,16 +255,51 @@ impl Store {
         let result = dispatch!(self, b => b.deprecate(id, merged_into).await);
         let Some((scope, version)) = self.classify(result)? else { return Ok(false) };
         tracing::debug!(%id, merged_into = ?merged_into.map(MemoryId::get), %scope, "deprecated");
-        for handle in self.indexes.handles_of(&scope) {
-            let mut state = handle.write().await;
-            if state.version == Some(version - 1) {
-                if let Some(index) = &mut state.index {
-                    index.remove(id);
-                }
-                state.version = Some(version);
-            }
-        }
+        self.forget(&scope, id, version).await;
         Ok(true)
+    }
+
+    /// Drops `id` from this handle's indexes of `scope` after a write at `version`.
+    async fn forget(&self, scope: &Scope, id: MemoryId, version: i64) {
+        for handle in self.indexes.handles_of(scope) {
+            handle.write().await.apply_removal(id, version);
+        }
+    }
+
+    /// Changes a memory in place, under its scope's lock, and returns it as stored.
+    ///
+    /// A content change recomputes the content hash and replaces the memory's vector with
+    /// `vector` (or removes it when `vector` is `None`); it fails with
+    /// [`Error::Conflict`](crate::Error::Conflict) when the new text equals another live
+    /// memory's of the scope (for memories kept unique). Title, lifecycle and metadata
+    /// changes leave the vector alone. Fails with [`Error::NotFound`](crate::Error::NotFound)
+    /// for an unknown id; the same validation as [`Store::insert_checked`] applies.
+    pub async fn update(&self, id: MemoryId, update: MemoryUpdate, vector: Option<StoredVector>) -> Result<Memory> {
+        let prepared = PreparedUpdate::new(update, vector)?;
+        let result = dispatch!(self, b => b.update(id, &prepared).await);
+        let memory = self.classify(result)?;
+        // Indexes of the scope read a changed vector on their next refresh.
+        tracing::debug!(%id, "updated");
+        Ok(memory)
+    }
+
+    /// Deletes a memory for good: its row, vector and edges. Memories merged into it keep
+    /// their history without the link. Returns false when there was no such memory.
+    ///
+    /// Fails with [`Error::Conflict`](crate::Error::Conflict) when the merge log names it
+    /// as the survivor of a merge (deprecate it instead).
+    pub async fn delete(&self, id: MemoryId) -> Result<bool> {
+        let result = dispatch!(self, b => b.delete(id).await);
+        let Some((scope, version)) = self.classify(result)? else { return Ok(false) };
+        self.forget(&scope, id, version).await;
+        tracing::debug!(%id, %scope, "deleted");
+        Ok(true)
+    }
+
+    /// The edges that start or end at `id`, oldest first.
+    pub async fn edges_of(&self, id: MemoryId) -> Result<Vec<Edge>> {
+        let result = dispatch!(self, b => b.edges_of(id).await);
+        self.classify(result)
     }
 
     /// The memory with this id (live or deprecated), if any.
@@ -240,6 +318,9 @@ impl Store {
         }
         if let Some(namespace) = &filter.namespace {
             validate_name("namespace", namespace)?;
+        }
+        if let Some(kind) = &filter.kind {
+            validate_kind(kind)?;
         }
         let result = dispatch!(self, b => b.list(filter).await);
         self.classify(result)
@@ -351,6 +432,71 @@ fn migrate_error(location: &DbLocation, busy_timeout: Duration, source: sqlx::mi
     Error::Migrate { location: location.redacted(), source }
 }
 
+/// Checks a search filter's kind and dimensions.
+fn validate_filter(filter: &SearchFilter) -> Result<()> {
+    if let Some(kind) = &filter.kind {
+        validate_kind(kind)?;
+    }
+    if filter.dims == Some(0) {
+        return Err(Error::InvalidVector(dedup_core::Error::EmptyVector));
+    }
+    Ok(())
+}
+
+/// An insert's place in an index: the index and the vector as that index compares it.
+pub(crate) struct IndexedInsert {
+    key: IndexKey,
+    handle: IndexHandle,
+    comparable: Embedding,
+}
+
+/// A validated [`MemoryUpdate`] with what the update needs computed once.
+pub(crate) struct PreparedUpdate {
+    update: MemoryUpdate,
+    hash: Option<ContentHash>,
+    metadata_json: Option<String>,
+    vector: Option<StoredVector>,
+    now: DateTime<Utc>,
+}
+
+impl PreparedUpdate {
+    fn new(update: MemoryUpdate, vector: Option<StoredVector>) -> Result<PreparedUpdate> {
+        if let Some(content) = &update.content {
+            validate_text("content", content, MAX_CONTENT_BYTES)?;
+        }
+        if let Some(Some(title)) = &update.title {
+            validate_text("title", title, MAX_TITLE_BYTES)?;
+        }
+        let metadata_json = update.metadata.as_ref().map(|m| metadata_json(m)).transpose()?;
+        if let Some(vector) = &vector {
+            validate_model(&vector.model)?;
+        }
+        let hash = update.content.as_deref().map(ContentHash::of);
+        Ok(PreparedUpdate { update, hash, metadata_json, vector, now: now() })
+    }
+
+    /// Whether the memory's vector changes (new content, or a new vector for the old one).
+    fn changes_vector(&self) -> bool {
+        self.update.content.is_some() || self.vector.is_some()
+    }
+}
+
+/// Metadata as stored: a JSON object without NUL, at most [`MAX_CONTENT_BYTES`].
+fn metadata_json(metadata: &serde_json::Map<String, serde_json::Value>) -> Result<String> {
+    let metadata = serde_json::Value::Object(metadata.clone());
+    if has_nul(&metadata) {
+        return Err(Error::InvalidContent { what: "metadata", reason: "must not contain NUL characters".to_owned() });
+    }
+    let json = metadata.to_string();
+    if json.len() > MAX_CONTENT_BYTES {
+        return Err(Error::InvalidContent {
+            what: "metadata",
+            reason: format!("is {} bytes as JSON, over the limit of {MAX_CONTENT_BYTES} bytes", json.len()),
+        });
+    }
+    Ok(json)
+}
+
 /// A validated [`NewMemory`] with what the insert needs computed once.
 pub(crate) struct PreparedMemory {
     memory: NewMemory,
@@ -361,28 +507,12 @@ pub(crate) struct PreparedMemory {
 
 impl PreparedMemory {
     fn new(memory: NewMemory) -> Result<PreparedMemory> {
-        validate_name("kind", &memory.kind)?;
+        validate_kind(&memory.kind)?;
         validate_text("content", &memory.content, MAX_CONTENT_BYTES)?;
         if let Some(title) = &memory.title {
             validate_text("title", title, MAX_TITLE_BYTES)?;
         }
-        let metadata = serde_json::Value::Object(memory.metadata.clone());
-        if has_nul(&metadata) {
-            return Err(Error::InvalidContent {
-                what: "metadata",
-                reason: "must not contain NUL characters".to_owned(),
-            });
-        }
-        let metadata_json = metadata.to_string();
-        if metadata_json.len() > MAX_CONTENT_BYTES {
-            return Err(Error::InvalidContent {
-                what: "metadata",
-                reason: format!(
-                    "is {} bytes as JSON, over the limit of {MAX_CONTENT_BYTES} bytes",
-                    metadata_json.len()
-                ),
-            });
-        }
+        let metadata_json = metadata_json(&memory.metadata)?;
         let hash = ContentHash::of(&memory.content);
         Ok(PreparedMemory { memory, hash, metadata_json, now: now() })
     }
@@ -468,6 +598,7 @@ pub(crate) struct MemoryRecord {
     deprecated: bool,
     merged_into: Option<i64>,
     metadata: String,
+    unique_content: bool,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
 }
@@ -507,6 +638,7 @@ impl TryFrom<MemoryRecord> for Memory {
             deprecated: row.deprecated,
             merged_into: row.merged_into.map(MemoryId::new),
             metadata,
+            unique_content: row.unique_content,
             created_at: row.created_at,
             updated_at: row.updated_at,
         })
@@ -581,7 +713,7 @@ impl IndexState {
     /// Applies rows read after `version` was read: a full load (replacing the index) when
     /// `full`, else a delta of changed rows. Every row is decoded and checked before the
     /// index changes, so a corrupt row leaves it as it was.
-    fn apply(&mut self, rows: Vec<VectorRecord>, full: bool, version: i64) -> Result<()> {
+    fn apply(&mut self, rows: Vec<VectorRecord>, full: bool, version: i64, filter: &SearchFilter) -> Result<()> {
         let mut dims = if full { None } else { self.index.as_ref().map(VectorIndex::dims) };
         let mut changes = Vec::with_capacity(rows.len());
         for row in rows {
@@ -589,6 +721,7 @@ impl IndexState {
             let embedding = match (row.deprecated, row.dims, row.vector) {
                 (false, Some(stored_dims), Some(bytes)) => {
                     let embedding = decode_vector("embeddings", &format_args!("memory {id}"), stored_dims, &bytes)?;
+                    let embedding = filter.comparable(&embedding)?;
                     match dims {
                         Some(dims) if dims != embedding.dims() => {
                             return Err(Error::Corrupt {
@@ -633,14 +766,28 @@ impl IndexState {
 
     /// After a committed insert at `version`: adds its vector if the index was exactly one
     /// version behind; otherwise the next refresh reads it.
-    fn apply_insert(&mut self, id: MemoryId, embedding: &Embedding, version: i64) -> Result<()> {
+    /// `embedding` is `None` when the memory is not of this index's kind.
+    fn apply_insert(&mut self, id: MemoryId, embedding: Option<&Embedding>, version: i64) -> Result<()> {
         if self.version != Some(version - 1) {
             return Ok(());
         }
-        let index = self.index.get_or_insert_with(|| VectorIndex::new(embedding.dims()));
-        index.upsert(id, embedding)?;
+        if let Some(embedding) = embedding {
+            let index = self.index.get_or_insert_with(|| VectorIndex::new(embedding.dims()));
+            index.upsert(id, embedding)?;
+        }
         self.version = Some(version);
         Ok(())
+    }
+
+    /// After a committed write at `version` that removed `id` (or its vector) from the
+    /// scope: drops it if the index was exactly one version behind.
+    fn apply_removal(&mut self, id: MemoryId, version: i64) {
+        if self.version == Some(version - 1) {
+            if let Some(index) = &mut self.index {
+                index.remove(id);
+            }
+            self.version = Some(version);
+        }
     }
 
     /// Checks that `embedding` can join this index.
@@ -691,21 +838,32 @@ where
     }
 }
 
-/// The lazily created indexes of one store handle, by (scope, model).
+/// What one in-process index holds: the live memories of a scope embedded by a model,
+/// narrowed and truncated by a filter.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct IndexKey {
+    scope: Scope,
+    model: String,
+    filter: SearchFilter,
+}
+
+/// The lazily created indexes of one store handle, by [`IndexKey`].
 #[derive(Default)]
 struct IndexRegistry {
-    indexes: Mutex<HashMap<(Scope, String), IndexHandle>>,
+    indexes: Mutex<HashMap<IndexKey, IndexHandle>>,
 }
 
 impl IndexRegistry {
-    fn handle(&self, scope: &Scope, model: &str) -> IndexHandle {
+    fn handle(&self, scope: &Scope, model: &str, filter: &SearchFilter) -> (IndexKey, IndexHandle) {
+        let key = IndexKey { scope: scope.clone(), model: model.to_owned(), filter: filter.clone() };
         let mut indexes = self.indexes.lock().unwrap_or_else(PoisonError::into_inner);
-        Arc::clone(indexes.entry((scope.clone(), model.to_owned())).or_default())
+        let handle = Arc::clone(indexes.entry(key.clone()).or_default());
+        (key, handle)
     }
 
     fn handles_of(&self, scope: &Scope) -> Vec<IndexHandle> {
         let indexes = self.indexes.lock().unwrap_or_else(PoisonError::into_inner);
-        indexes.iter().filter(|((s, _), _)| s == scope).map(|(_, handle)| Arc::clone(handle)).collect()
+        indexes.iter().filter(|(key, _)| &key.scope == scope).map(|(_, handle)| Arc::clone(handle)).collect()
     }
 
     fn len(&self) -> usize {

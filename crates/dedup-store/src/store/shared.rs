@@ -10,7 +10,7 @@ macro_rules! memory_columns {
     () => {
         "id, domain, namespace, kind, title, content, content_hash, lifecycle, helpful, harmful, \
          occurrence_count, dedup_verified, CAST(dedup_attempts AS BIGINT) AS dedup_attempts, dedup_last_error, \
-         deprecated, merged_into, CAST(metadata AS TEXT) AS metadata, created_at, updated_at"
+         deprecated, merged_into, CAST(metadata AS TEXT) AS metadata, unique_content, created_at, updated_at"
     };
 }
 
@@ -27,10 +27,11 @@ macro_rules! shared_queries {
 
             use super::*;
             use crate::store::{
-                FreshIndex, IndexHandle, IndexState, MemoryRecord, PreparedMemory, VectorRecord, dims_i32, now, top_k,
+                FreshIndex, IndexHandle, IndexKey, IndexState, IndexedInsert, MemoryRecord, PreparedMemory,
+                PreparedUpdate, VectorRecord, dims_i32, now, top_k,
             };
             use crate::{
-                Error, InsertOutcome, ListFilter, Memory, MemoryId, NamespaceStats, Result, Scope, StoredVector,
+                Edge, Error, InsertOutcome, ListFilter, Memory, MemoryId, NamespaceStats, Result, Scope, StoredVector,
             };
 
             /// Rows per multi-row insert.
@@ -55,18 +56,17 @@ macro_rules! shared_queries {
                 pub(in crate::store) async fn fresh_index(
                     &self,
                     handle: IndexHandle,
-                    scope: &Scope,
-                    model: &str,
+                    key: &IndexKey,
                 ) -> Result<FreshIndex> {
                     let mut conn = self.pool.acquire().await?;
-                    let version = scope_version(&mut conn, scope).await?;
+                    let version = scope_version(&mut conn, &key.scope).await?;
                     let state = Arc::clone(&handle).read_owned().await;
-                    if state.is_current(version) {
+                    if state.is_current(version.0) {
                         return Ok(state);
                     }
                     drop(state);
                     let mut state = handle.write_owned().await;
-                    refresh(&mut conn, &mut state, scope, model, version).await?;
+                    refresh(&mut conn, &mut state, key, version).await?;
                     Ok(state.downgrade())
                 }
 
@@ -75,29 +75,30 @@ macro_rules! shared_queries {
                     prepared: &PreparedMemory,
                     vector: Option<&StoredVector>,
                     threshold: Option<f32>,
-                    handle: Option<IndexHandle>,
+                    indexed: Option<IndexedInsert>,
                 ) -> Result<InsertOutcome> {
                     let scope = &prepared.memory.scope;
-                    let indexed = handle.as_ref().zip(vector);
                     // Catch up outside the write lock, so that the locked transaction only
                     // reads what changed meanwhile.
-                    if let Some((handle, vector)) = indexed {
-                        let fresh = self.fresh_index(Arc::clone(handle), scope, &vector.model).await?;
-                        fresh.check_dims(&vector.embedding)?;
+                    if let Some(indexed) = &indexed {
+                        let fresh = self.fresh_index(Arc::clone(&indexed.handle), &indexed.key).await?;
+                        fresh.check_dims(&indexed.comparable)?;
                     }
 
                     let mut write = self.begin_write().await?;
                     lock_scope(write.conn(), scope).await?;
-                    if let Some(id) = find_exact_on(write.conn(), scope, &prepared.hash).await? {
-                        return Ok(InsertOutcome::ExactDuplicate(id));
+                    if prepared.memory.unique_content {
+                        if let Some(id) = find_exact_on(write.conn(), scope, &prepared.hash).await? {
+                            return Ok(InsertOutcome::ExactDuplicate(id));
+                        }
                     }
-                    if let Some((handle, vector)) = indexed {
+                    if let Some(indexed) = &indexed {
                         let version = scope_version(write.conn(), scope).await?;
-                        let mut state = Arc::clone(handle).write_owned().await;
-                        refresh(write.conn(), &mut state, scope, &vector.model, version).await?;
-                        state.check_dims(&vector.embedding)?;
+                        let mut state = Arc::clone(&indexed.handle).write_owned().await;
+                        refresh(write.conn(), &mut state, &indexed.key, version).await?;
+                        state.check_dims(&indexed.comparable)?;
                         if let Some(threshold) = threshold {
-                            let (state, best) = top_k(state, &vector.embedding, 1, Some(threshold)).await?;
+                            let (state, best) = top_k(state, &indexed.comparable, 1, Some(threshold)).await?;
                             drop(state);
                             if let Some(best) = best.first() {
                                 return Ok(InsertOutcome::SemanticDuplicate { id: best.id, score: best.score });
@@ -109,10 +110,10 @@ macro_rules! shared_queries {
                     let memory = &prepared.memory;
                     let inserted: Option<i64> = sqlx::query_scalar(concat!(
                         "INSERT INTO memories (domain, namespace, kind, title, content, content_hash, metadata, \
-                         created_at, updated_at, change_seq) VALUES ($1, $2, $3, $4, $5, $6, $7",
+                         created_at, updated_at, change_seq, unique_content) VALUES ($1, $2, $3, $4, $5, $6, $7",
                         $json,
-                        ", $8, $8, $9) ON CONFLICT (domain, namespace, content_hash) WHERE NOT deprecated \
-                         DO NOTHING RETURNING id"
+                        ", $8, $8, $9, $10) ON CONFLICT (domain, namespace, content_hash) \
+                         WHERE NOT deprecated AND unique_content DO NOTHING RETURNING id"
                     ))
                     .bind(scope.domain())
                     .bind(scope.namespace_name())
@@ -123,6 +124,7 @@ macro_rules! shared_queries {
                     .bind(&prepared.metadata_json)
                     .bind(prepared.now)
                     .bind(version)
+                    .bind(memory.unique_content)
                     .fetch_optional(write.conn())
                     .await?;
                     let Some(id) = inserted.map(MemoryId::new) else {
@@ -151,8 +153,10 @@ macro_rules! shared_queries {
                     }
                     write.commit().await?;
 
-                    if let Some((handle, vector)) = indexed {
-                        handle.write().await.apply_insert(id, &vector.embedding, version)?;
+                    if let Some(indexed) = &indexed {
+                        let same_kind = indexed.key.filter.kind.as_ref().is_none_or(|kind| kind == &memory.kind);
+                        let embedding = same_kind.then_some(&indexed.comparable);
+                        indexed.handle.write().await.apply_insert(id, embedding, version)?;
                     }
                     Ok(InsertOutcome::Inserted(id))
                 }
@@ -197,13 +201,128 @@ macro_rules! shared_queries {
                     Ok(Some((scope, version)))
                 }
 
-                pub(in crate::store) async fn get(&self, id: MemoryId) -> Result<Option<Memory>> {
-                    let record: Option<MemoryRecord> =
-                        sqlx::query_as(concat!("SELECT ", memory_columns!(), " FROM memories WHERE id = $1"))
+                /// Applies a prepared update under the scope lock; the memory as stored.
+                pub(in crate::store) async fn update(&self, id: MemoryId, prepared: &PreparedUpdate) -> Result<Memory> {
+                    let mut write = self.begin_write().await?;
+                    let (scope, _) = scope_of(write.conn(), id).await?.ok_or(Error::NotFound(id))?;
+                    lock_scope(write.conn(), &scope).await?;
+                    let current = select_memory(write.conn(), id).await?.ok_or(Error::NotFound(id))?;
+                    if let Some(hash) = &prepared.hash {
+                        if current.unique_content && !current.deprecated {
+                            if let Some(other) = find_exact_on(write.conn(), &scope, hash).await? {
+                                if other != id {
+                                    return Err(Error::Conflict {
+                                        reason: format!(
+                                            "memory {id}'s new text equals live memory {other}'s in {scope}"
+                                        ),
+                                    });
+                                }
+                            }
+                        }
+                    }
+                    let update = &prepared.update;
+                    let mut query = QueryBuilder::<Db>::new("UPDATE memories SET updated_at = ");
+                    query.push_bind(prepared.now);
+                    if let (Some(content), Some(hash)) = (&update.content, &prepared.hash) {
+                        query.push(", content = ").push_bind(content.as_str());
+                        query.push(", content_hash = ").push_bind(hash.as_str());
+                    }
+                    if let Some(title) = &update.title {
+                        query.push(", title = ").push_bind(title.as_deref());
+                    }
+                    if let Some(lifecycle) = update.lifecycle {
+                        query.push(", lifecycle = ").push_bind(lifecycle.as_str());
+                    }
+                    if let Some(metadata) = &prepared.metadata_json {
+                        query.push(", metadata = ").push_bind(metadata.as_str()).push($json);
+                    }
+                    if prepared.changes_vector() {
+                        let version = bump_version(write.conn(), &scope).await?;
+                        query.push(", change_seq = ").push_bind(version);
+                    }
+                    query.push(" WHERE id = ").push_bind(id.get());
+                    query.build().execute(write.conn()).await?;
+                    if prepared.changes_vector() {
+                        sqlx::query("DELETE FROM embeddings WHERE memory_id = $1")
                             .bind(id.get())
-                            .fetch_optional(&self.pool)
+                            .execute(write.conn())
                             .await?;
-                    record.map(Memory::try_from).transpose()
+                        if let Some(vector) = &prepared.vector {
+                            sqlx::query(
+                                "INSERT INTO embeddings (memory_id, model, dims, vector) VALUES ($1, $2, $3, $4)",
+                            )
+                            .bind(id.get())
+                            .bind(&vector.model)
+                            .bind(dims_i32(&vector.embedding)?)
+                            .bind(vector.embedding.to_le_bytes())
+                            .execute(write.conn())
+                            .await?;
+                        }
+                    }
+                    let memory = select_memory(write.conn(), id).await?.ok_or(Error::NotFound(id))?;
+                    write.commit().await?;
+                    Ok(memory)
+                }
+
+                /// Deletes `id` under its scope's lock; the scope and the version written,
+                /// or `None` when there was no such memory.
+                pub(in crate::store) async fn delete(&self, id: MemoryId) -> Result<Option<(Scope, i64)>> {
+                    let mut write = self.begin_write().await?;
+                    let Some((scope, _)) = scope_of(write.conn(), id).await? else { return Ok(None) };
+                    lock_scope(write.conn(), &scope).await?;
+                    if scope_of(write.conn(), id).await?.is_none() {
+                        return Ok(None);
+                    }
+                    let merges: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM merge_log WHERE survivor = $1")
+                        .bind(id.get())
+                        .fetch_one(write.conn())
+                        .await?;
+                    if merges > 0 {
+                        return Err(Error::Conflict {
+                            reason: format!("memory {id} survived {merges} merge(s) in the merge log; deprecate it"),
+                        });
+                    }
+                    for statement in [
+                        "DELETE FROM edges WHERE source = $1 OR target = $1",
+                        "UPDATE memories SET merged_into = NULL WHERE merged_into = $1",
+                        "DELETE FROM embeddings WHERE memory_id = $1",
+                        "DELETE FROM memories WHERE id = $1",
+                    ] {
+                        sqlx::query(statement).bind(id.get()).execute(write.conn()).await?;
+                    }
+                    let version = bump_version(write.conn(), &scope).await?;
+                    sqlx::query("UPDATE scope_state SET reset_version = $3 WHERE domain = $1 AND namespace = $2")
+                        .bind(scope.domain())
+                        .bind(scope.namespace_name())
+                        .bind(version)
+                        .execute(write.conn())
+                        .await?;
+                    write.commit().await?;
+                    Ok(Some((scope, version)))
+                }
+
+                pub(in crate::store) async fn edges_of(&self, id: MemoryId) -> Result<Vec<Edge>> {
+                    let rows: Vec<(i64, i64, String, chrono::DateTime<chrono::Utc>)> = sqlx::query_as(
+                        "SELECT source, target, kind, created_at FROM edges WHERE source = $1 OR target = $1 \
+                         ORDER BY created_at, source, target, kind",
+                    )
+                    .bind(id.get())
+                    .fetch_all(&self.pool)
+                    .await?;
+                    Ok(rows
+                        .into_iter()
+                        .map(|(source, target, kind, created_at)| Edge {
+                            source: MemoryId::new(source),
+                            target: MemoryId::new(target),
+                            kind,
+                            created_at,
+                        })
+                        .collect())
+                }
+
+                pub(in crate::store) async fn get(&self, id: MemoryId) -> Result<Option<Memory>> {
+                    let mut conn = self.pool.acquire().await?;
+                    select_memory(&mut conn, id).await
                 }
 
                 pub(in crate::store) async fn list(&self, filter: &ListFilter) -> Result<Vec<Memory>> {
@@ -214,6 +333,12 @@ macro_rules! shared_queries {
                     }
                     if let Some(namespace) = &filter.namespace {
                         query.push(" AND namespace = ").push_bind(namespace.as_str());
+                    }
+                    if let Some(kind) = &filter.kind {
+                        query.push(" AND kind = ").push_bind(kind.as_str());
+                    }
+                    if let Some(lifecycle) = filter.lifecycle {
+                        query.push(" AND lifecycle = ").push_bind(lifecycle.as_str());
                     }
                     if !filter.include_deprecated {
                         query.push(" AND NOT deprecated");
@@ -365,10 +490,19 @@ macro_rules! shared_queries {
                 })
             }
 
+            async fn select_memory(conn: &mut Conn, id: MemoryId) -> Result<Option<Memory>> {
+                let record: Option<MemoryRecord> =
+                    sqlx::query_as(concat!("SELECT ", memory_columns!(), " FROM memories WHERE id = $1"))
+                        .bind(id.get())
+                        .fetch_optional(&mut *conn)
+                        .await?;
+                record.map(Memory::try_from).transpose()
+            }
+
             async fn find_exact_on(conn: &mut Conn, scope: &Scope, hash: &ContentHash) -> Result<Option<MemoryId>> {
                 let id: Option<i64> = sqlx::query_scalar(
                     "SELECT id FROM memories WHERE domain = $1 AND namespace = $2 AND content_hash = $3 \
-                     AND NOT deprecated",
+                     AND NOT deprecated AND unique_content",
                 )
                 .bind(scope.domain())
                 .bind(scope.namespace_name())
@@ -378,15 +512,17 @@ macro_rules! shared_queries {
                 Ok(id.map(MemoryId::new))
             }
 
-            /// The scope's change watermark: 0 before its first write.
-            async fn scope_version(conn: &mut Conn, scope: &Scope) -> Result<i64> {
-                let version: Option<i64> =
-                    sqlx::query_scalar("SELECT version FROM scope_state WHERE domain = $1 AND namespace = $2")
-                        .bind(scope.domain())
-                        .bind(scope.namespace_name())
-                        .fetch_optional(&mut *conn)
-                        .await?;
-                Ok(version.unwrap_or(0))
+            /// The scope's change watermark and the version of its last delete: (0, 0)
+            /// before its first write.
+            async fn scope_version(conn: &mut Conn, scope: &Scope) -> Result<(i64, i64)> {
+                let version: Option<(i64, i64)> = sqlx::query_as(
+                    "SELECT version, reset_version FROM scope_state WHERE domain = $1 AND namespace = $2",
+                )
+                .bind(scope.domain())
+                .bind(scope.namespace_name())
+                .fetch_optional(&mut *conn)
+                .await?;
+                Ok(version.unwrap_or((0, 0)))
             }
 
             /// Bumps the scope's watermark; call under the scope lock. Returns the new
@@ -419,47 +555,39 @@ macro_rules! shared_queries {
                 .transpose()
             }
 
-            /// Brings `state` up to `version`, read just before: a full load of the live
-            /// rows the first time, else the rows changed since the version it reflects.
+            /// Brings `state` up to `version`, read just before (with the version of the
+            /// scope's last delete): a full load of the live rows the first time or after a
+            /// delete it has not seen, else the rows changed since the version it reflects.
             async fn refresh(
                 conn: &mut Conn,
                 state: &mut IndexState,
-                scope: &Scope,
-                model: &str,
-                version: i64,
+                key: &IndexKey,
+                (version, reset): (i64, i64),
             ) -> Result<()> {
                 if state.is_current(version) {
                     return Ok(());
                 }
-                let rows: Vec<VectorRecord> = match state.version {
-                    None => {
-                        sqlx::query_as(
-                            "SELECT m.id, m.deprecated, CAST(e.dims AS BIGINT) AS dims, e.vector \
-                             FROM memories m JOIN embeddings e ON e.memory_id = m.id AND e.model = $3 \
-                             WHERE m.domain = $1 AND m.namespace = $2 AND NOT m.deprecated",
-                        )
-                        .bind(scope.domain())
-                        .bind(scope.namespace_name())
-                        .bind(model)
-                        .fetch_all(&mut *conn)
-                        .await?
-                    }
+                let since = state.version.filter(|&since| since >= reset);
+                let mut query = QueryBuilder::<Db>::new(
+                    "SELECT m.id, m.deprecated, CAST(e.dims AS BIGINT) AS dims, e.vector FROM memories m ",
+                );
+                query.push(if since.is_some() { "LEFT JOIN" } else { "JOIN" });
+                query.push(" embeddings e ON e.memory_id = m.id AND e.model = ").push_bind(key.model.as_str());
+                query.push(" WHERE m.domain = ").push_bind(key.scope.domain());
+                query.push(" AND m.namespace = ").push_bind(key.scope.namespace_name());
+                if let Some(kind) = &key.filter.kind {
+                    query.push(" AND m.kind = ").push_bind(kind.as_str());
+                }
+                match since {
                     Some(since) => {
-                        sqlx::query_as(
-                            "SELECT m.id, m.deprecated, CAST(e.dims AS BIGINT) AS dims, e.vector \
-                             FROM memories m LEFT JOIN embeddings e ON e.memory_id = m.id AND e.model = $3 \
-                             WHERE m.domain = $1 AND m.namespace = $2 AND m.change_seq > $4",
-                        )
-                        .bind(scope.domain())
-                        .bind(scope.namespace_name())
-                        .bind(model)
-                        .bind(since)
-                        .fetch_all(&mut *conn)
-                        .await?
+                        query.push(" AND m.change_seq > ").push_bind(since);
                     }
-                };
-                let full = state.version.is_none();
-                state.apply(rows, full, version)
+                    None => {
+                        query.push(" AND NOT m.deprecated");
+                    }
+                }
+                let rows: Vec<VectorRecord> = query.build_query_as().fetch_all(&mut *conn).await?;
+                state.apply(rows, since.is_none(), version, &key.filter)
             }
         }
     };
