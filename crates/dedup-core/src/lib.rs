@@ -6,7 +6,10 @@
 //! computed tile by tile in parallel), [`MergePlan`] (seed 000's first-entry-wins merge
 //! with summed counters), [`ContentHash`] (SHA-256 of normalised text, the exact-duplicate
 //! key) and [`Playbook`] (the agent playbook file, round-tripped without
-//! losing fields it does not understand).
+//! losing fields it does not understand). For seed 002's fact memory, [`fact_key`] is the
+//! casefolded duplicate key of a fact, [`FactPolicy`] says which facts a scope keeps and
+//! [`format_context`] renders a [`MemoryProfile`] and facts for a prompt within a token
+//! budget measured by a [`TokenCounter`].
 //!
 //! **Architecture invariant:** this crate depends on no async runtime, no database driver,
 //! no HTTP client and no ONNX Runtime. Everything here is deterministic and testable with
@@ -16,6 +19,7 @@
 mod content_hash;
 mod embedding;
 mod error;
+mod facts;
 mod group;
 mod merge;
 mod playbook;
@@ -24,6 +28,11 @@ mod threshold;
 pub use content_hash::{ContentHash, normalize_content};
 pub use embedding::Embedding;
 pub use error::{Error, Result};
+pub use facts::{
+    CharEstimate, Cl100kTokens, DEFAULT_CONFIDENCE_THRESHOLD, DEFAULT_MAX_FACTS, DEFAULT_MAX_TOKENS, FactCategory,
+    FactError, FactPolicy, FactView, HistoryContext, MemoryProfile, ProfileSection, TRUNCATION_MARKER, TokenCounter,
+    UserContext, default_token_counter, fact_key, format_context,
+};
 pub use group::{Edge, Group, GroupOptions, SCORE_TOLERANCE, group_by_similarity, group_by_similarity_with};
 pub use merge::{Absorbed, MergePlan, MergedGroup, merge_counters};
 pub use playbook::{CANONICAL_SECTIONS, Entry, EntryRef, Playbook};

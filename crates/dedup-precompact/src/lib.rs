@@ -16,7 +16,7 @@
 
 mod config;
 mod error;
-mod metrics;
+pub mod metrics;
 mod recent;
 #[cfg(feature = "redis")]
 mod redis_recent;

@@ -34,7 +34,7 @@ pub const CHECK_TYPES: [&str; 4] = ["exact", "semantic", "recent", "total"];
 
 /// Registers descriptions and units for every metric, once per process. Call it after the
 /// recorder is installed.
-pub(crate) fn describe() {
+pub fn describe() {
     static ONCE: Once = Once::new();
     ONCE.call_once(describe_all);
 }
@@ -54,44 +54,44 @@ fn describe_all() {
 }
 
 /// A check of content for `namespace` finished: it found a duplicate or not.
-pub(crate) fn check_completed(namespace: &str, duplicate: bool) {
+pub fn check_completed(namespace: &str, duplicate: bool) {
     let result = if duplicate { "duplicate" } else { "unique" };
     counter!(CHECKS_TOTAL, "namespace" => namespace.to_owned(), "result" => result).increment(1);
 }
 
 /// Content for `namespace` was not stored; `reason` is "exact", "semantic" or "recent".
-pub(crate) fn skipped(namespace: &str, reason: &'static str) {
+pub fn skipped(namespace: &str, reason: &'static str) {
     debug_assert!(SKIP_REASONS.contains(&reason), "unknown skip reason {reason:?}");
     counter!(SKIPPED_TOTAL, "namespace" => namespace.to_owned(), "reason" => reason).increment(1);
 }
 
 /// One check took `ms` milliseconds; `check_type` is "exact", "semantic", "recent" or
 /// "total".
-pub(crate) fn check_duration(check_type: &'static str, ms: f64) {
+pub fn check_duration(check_type: &'static str, ms: f64) {
     debug_assert!(CHECK_TYPES.contains(&check_type), "unknown check type {check_type:?}");
     histogram!(CHECK_DURATION_MS, "check_type" => check_type).record(ms);
 }
 
 /// A semantic match in `namespace` scored `score`.
-pub(crate) fn similarity(namespace: &str, score: f32) {
+pub fn similarity(namespace: &str, score: f32) {
     histogram!(SIMILARITY_SCORE, "namespace" => namespace.to_owned()).record(f64::from(score));
 }
 
 /// The recent-capture cache holds `n` live entries.
-pub(crate) fn cache_size(n: usize) {
+pub fn cache_size(n: usize) {
     #[allow(clippy::cast_precision_loss)]
     gauge!(CACHE_SIZE).set(n as f64);
 }
 
 /// A recent-capture lookup hit or missed; updates the process-wide hit rate.
-pub(crate) fn cache_lookup(hit: bool) {
+pub fn cache_lookup(hit: bool) {
     static HIT_RATE: HitRate = HitRate::new();
     gauge!(CACHE_HIT_RATE).set(HIT_RATE.observe(hit));
 }
 
 /// A check's backend failed and the check was skipped; `check_type` is "exact",
 /// "semantic" or "recent".
-pub(crate) fn check_failed(check_type: &'static str) {
+pub fn check_failed(check_type: &'static str) {
     debug_assert!(CHECK_TYPES[..3].contains(&check_type), "unknown check type {check_type:?}");
     counter!(CHECK_FAILURES_TOTAL, "check_type" => check_type).increment(1);
 }

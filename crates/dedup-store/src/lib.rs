@@ -28,6 +28,7 @@ mod scope;
 mod store;
 
 pub use error::{Error, Result};
+pub use facts::{Fact, FactOutcome, FactUpdate, MAX_SOURCE_BYTES, NewFact};
 pub use index::VectorIndex;
 pub use location::{DATABASE_URL_ENV_VAR, DbLocation, MEMDEDUP_HOME_ENV_VAR};
 pub use memory::{

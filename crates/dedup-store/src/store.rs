@@ -467,7 +467,7 @@ impl PreparedUpdate {
         if let Some(Some(title)) = &update.title {
             validate_text("title", title, MAX_TITLE_BYTES)?;
         }
-        let metadata_json = update.metadata.as_ref().map(|m| metadata_json(m)).transpose()?;
+        let metadata_json = update.metadata.as_ref().map(metadata_json).transpose()?;
         if let Some(vector) = &vector {
             validate_model(&vector.model)?;
         }

@@ -46,6 +46,11 @@ pub(crate) struct GlobalArgs {
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
+    /// Serve the HTTP API (nodes with tiers, facts, metrics) until SIGINT or SIGTERM.
+    ///
+    /// Binds 127.0.0.1:3100 by default. A non-loopback address needs a bearer token
+    /// ([[server.tokens]] in memdedup.toml, or MEMDEDUP_API_TOKEN). See docs/HTTP.md.
+    Serve(ServeArgs),
     /// Work on an agent playbook (JSON with sections of key points).
     Playbook {
         #[command(subcommand)]
@@ -71,6 +76,11 @@ pub(crate) enum Command {
     Show(ShowArgs),
     /// Per-namespace counts and the duplicates skipped, by reason.
     Stats(JsonArgs),
+    /// Facts about the user, kept free of duplicates, and the prompt text made of them.
+    Facts {
+        #[command(subcommand)]
+        command: crate::facts_cmd::FactsCommand,
+    },
 }
 
 /// Where a memory lives.
@@ -249,4 +259,13 @@ mod tests {
         assert!(parse_threshold("NaN").is_err());
         assert!(parse_threshold("high").unwrap_err().contains("not a number"));
     }
+}
+
+/// `memdedup serve`.
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    /// Address to listen on (default: `[server] addr`, then 127.0.0.1:3100; port 0 picks a
+    /// free port, printed on stderr).
+    #[arg(long, value_name = "IP:PORT")]
+    pub addr: Option<std::net::SocketAddr>,
 }

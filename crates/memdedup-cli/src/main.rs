@@ -7,12 +7,14 @@
 
 mod capture_cmd;
 mod cli;
+mod facts_cmd;
 mod input;
 mod memory_cmd;
 mod output;
 mod playbook_cmd;
 mod progress;
 mod scan_cmd;
+mod serve_cmd;
 mod similarity_cmd;
 
 use std::process::ExitCode;
@@ -40,6 +42,7 @@ fn main() -> ExitCode {
         match &cli.command {
             Command::Playbook { command: PlaybookCommand::Dedup(args) } => playbook_cmd::run(&cli.global, args).await,
             Command::Scan(args) => scan_cmd::run(&cli.global, args).await,
+            Command::Serve(args) => serve_cmd::run(&cli.global, args).await,
             Command::Similarity(args) => similarity_cmd::run(&cli.global, args).await,
             Command::Check(args) => memory_cmd::check(&cli.global, args).await,
             Command::Add(args) => memory_cmd::add(&cli.global, args).await,
@@ -47,6 +50,7 @@ fn main() -> ExitCode {
             Command::List(args) => memory_cmd::list(&cli.global, args).await,
             Command::Show(args) => memory_cmd::show(&cli.global, args).await,
             Command::Stats(args) => memory_cmd::stats(&cli.global, args).await,
+            Command::Facts { command } => facts_cmd::run(&cli.global, command).await,
         }
     });
     match result {

@@ -161,6 +161,7 @@ pub(crate) async fn list(global: &GlobalArgs, args: &ListArgs) -> Result<()> {
         include_deprecated: args.all,
         after: args.after.map(MemoryId::new),
         limit: args.limit,
+        ..ListFilter::default()
     };
     let memories = store.list(&filter).await?;
     if args.json {

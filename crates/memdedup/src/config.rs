@@ -12,7 +12,7 @@ pub const CONFIG_ENV_VAR: &str = "MEMDEDUP_CONFIG";
 /// The config file's name.
 pub const CONFIG_FILE_NAME: &str = "memdedup.toml";
 
-const KNOWN_TABLES: [&str; 3] = ["store", "dedup", "embedder"];
+const KNOWN_TABLES: [&str; 4] = ["store", "dedup", "embedder", "server"];
 
 /// The configuration file, if one was found, parsed but not yet interpreted.
 ///
@@ -34,6 +34,12 @@ const KNOWN_TABLES: [&str; 3] = ["store", "dedup", "embedder"];
 /// time_window_secs = 300
 /// [dedup.thresholds]
 /// decisions = 0.92
+///
+/// [server]                      # memdedup serve; see docs/HTTP.md
+/// addr = "127.0.0.1:3100"
+/// [[server.tokens]]
+/// token = "a-long-random-secret"
+/// namespaces = ["trading-agent"]
 /// ```
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ConfigFile {
@@ -66,7 +72,7 @@ impl ConfigFile {
         let config_error = |message: String| Error::Config { origin: origin.display().to_string(), message };
         let table: toml::Table = text.parse().map_err(|e: toml::de::Error| config_error(e.to_string()))?;
         if let Some(unknown) = table.keys().find(|k| !KNOWN_TABLES.contains(&k.as_str())) {
-            return Err(config_error(format!("unknown table `{unknown}` (known: store, dedup, embedder)")));
+            return Err(config_error(format!("unknown table `{unknown}` (known: store, dedup, embedder, server)")));
         }
         let config = ConfigFile { path: Some(origin.to_path_buf()), table };
         config.string("store", "db")?;
@@ -94,6 +100,20 @@ impl ConfigFile {
     /// `[embedder] model_dir`, if set.
     pub fn model_dir(&self) -> Result<Option<PathBuf>> {
         Ok(self.string("embedder", "model_dir")?.map(PathBuf::from))
+    }
+
+    /// The `[server]` table, if present (interpreted by `memdedup serve`).
+    pub fn server_table(&self) -> Result<Option<toml::Table>> {
+        match self.table.get("server") {
+            None => Ok(None),
+            Some(toml::Value::Table(table)) => Ok(Some(table.clone())),
+            Some(_) => Err(self.error("`server` must be a table")),
+        }
+    }
+
+    /// Where this configuration came from, for error messages.
+    pub fn origin_name(&self) -> String {
+        self.origin()
     }
 
     /// The database location: `explicit` (a `--db` flag) > `DATABASE_URL` > `[store] db`

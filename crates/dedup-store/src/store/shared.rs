@@ -87,6 +87,9 @@ macro_rules! shared_queries {
 
                     let mut write = self.begin_write().await?;
                     lock_scope(write.conn(), scope).await?;
+                    if let Some(vector) = vector {
+                        check_model_dims(write.conn(), scope, vector, None).await?;
+                    }
                     if prepared.memory.unique_content {
                         if let Some(id) = find_exact_on(write.conn(), scope, &prepared.hash).await? {
                             return Ok(InsertOutcome::ExactDuplicate(id));
@@ -207,6 +210,9 @@ macro_rules! shared_queries {
                     let (scope, _) = scope_of(write.conn(), id).await?.ok_or(Error::NotFound(id))?;
                     lock_scope(write.conn(), &scope).await?;
                     let current = select_memory(write.conn(), id).await?.ok_or(Error::NotFound(id))?;
+                    if let Some(vector) = &prepared.vector {
+                        check_model_dims(write.conn(), &scope, vector, Some(id)).await?;
+                    }
                     if let Some(hash) = &prepared.hash {
                         if current.unique_content && !current.deprecated {
                             if let Some(other) = find_exact_on(write.conn(), &scope, hash).await? {
@@ -488,6 +494,36 @@ macro_rules! shared_queries {
                     deprecated: 0,
                     skipped: BTreeMap::new(),
                 })
+            }
+
+            /// Fails with `InvalidVector` when the live memories of `scope` (other than
+            /// `except`) hold vectors of `vector`'s model with other dimensions.
+            async fn check_model_dims(
+                conn: &mut Conn,
+                scope: &Scope,
+                vector: &StoredVector,
+                except: Option<MemoryId>,
+            ) -> Result<()> {
+                let dims: Option<i64> = sqlx::query_scalar(
+                    "SELECT CAST(e.dims AS BIGINT) FROM embeddings e JOIN memories m ON m.id = e.memory_id \
+                     WHERE m.domain = $1 AND m.namespace = $2 AND e.model = $3 AND NOT m.deprecated AND m.id <> $4 \
+                     LIMIT 1",
+                )
+                .bind(scope.domain())
+                .bind(scope.namespace_name())
+                .bind(&vector.model)
+                .bind(except.map_or(0, MemoryId::get))
+                .fetch_optional(&mut *conn)
+                .await?;
+                match dims.and_then(|d| usize::try_from(d).ok()) {
+                    Some(expected) if expected != vector.embedding.dims() => {
+                        Err(Error::InvalidVector(dedup_core::Error::DimensionMismatch {
+                            expected,
+                            actual: vector.embedding.dims(),
+                        }))
+                    }
+                    _ => Ok(()),
+                }
             }
 
             async fn select_memory(conn: &mut Conn, id: MemoryId) -> Result<Option<Memory>> {

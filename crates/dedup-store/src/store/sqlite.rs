@@ -111,3 +111,4 @@ async fn lock_scope(_conn: &mut Conn, _scope: &Scope) -> Result<()> {
 }
 
 shared_queries!(SqliteBackend, json_param = "");
+fact_queries!(SqliteBackend, json_param = "");

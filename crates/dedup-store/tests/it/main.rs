@@ -43,7 +43,9 @@ macro_rules! backend_tests {
 
 mod basics;
 mod concurrency;
+mod facts;
 mod isolation;
+mod nodes;
 mod open_errors;
 mod search;
 mod support;

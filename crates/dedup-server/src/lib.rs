@@ -1,0 +1,70 @@
+//! memdedup's HTTP service: dedup over the network for agents written in any language.
+//!
+//! - **Nodes** (seed 001): `POST /v1/nodes/check-similar` compares new content with every
+//!   live node of its subtype in its namespace and answers in tiers (duplicate >= 0.95,
+//!   connect >= 0.90, on the first 512 dimensions renormalised); `POST /v1/nodes` runs that
+//!   gate for dedup-eligible subtypes before storing, embedding once and checking again
+//!   under the namespace's write lock, so racing requests (also to other processes on one
+//!   Postgres) never create a duplicate. Read, list, update, delete and edges complete it.
+//! - **Facts** (seed 002): facts about the user with casefolded dedup, a confidence
+//!   threshold and a size limit; profile summaries; the prompt context within a token
+//!   budget counted with the cl100k_base BPE.
+//! - **Operations**: bearer tokens limited to namespaces, JSON errors with 4xx for client
+//!   mistakes, `/metrics` (Prometheus), `/healthz`, `/v1/openapi.json`, request ids, and
+//!   graceful shutdown.
+//!
+//! **Architecture invariant:** sits above `dedup-embed` and `dedup-store` (and uses
+//! `dedup-precompact`'s metrics); nothing below depends on it.
+#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
+
+mod auth;
+mod config;
+mod error;
+mod extract;
+mod facts;
+mod nodes;
+mod ops;
+mod server;
+mod state;
+
+use utoipa::OpenApi;
+
+pub use auth::Principal;
+pub use config::{DEFAULT_ADDR, FactsConfig, NodesConfig, ServerConfig, TOKEN_ENV_VAR, TokenConfig};
+pub use error::{ApiError, ApiResult, Error, ErrorBody};
+pub use nodes::{CHECK_SIMILAR_REQUIRED, duplicate_message, node_id, node_text};
+pub use ops::{HTTP_REQUEST_DURATION_SECONDS, HTTP_REQUESTS_TOTAL, install_prometheus};
+pub use server::{REQUEST_ID_HEADER, bind, router, serve, shutdown_signal};
+pub use state::AppState;
+
+/// The OpenAPI document, generated from the handlers and their types.
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "memdedup", description = "Memory deduplication over HTTP: nodes with tiers, facts, metrics."),
+    paths(
+        nodes::check_similar, nodes::create_node, nodes::list_nodes, nodes::get_node, nodes::update_node,
+        nodes::delete_node, nodes::create_edge, nodes::node_edges,
+        facts::create_fact, facts::list_facts, facts::update_fact, facts::delete_fact,
+        facts::get_profile, facts::put_profile, facts::context,
+        ops::healthz, ops::metrics, ops::openapi,
+    ),
+    modifiers(&BearerAuth),
+    tags((name = "nodes", description = "Seed 001: search-before-store with tiers"),
+         (name = "facts", description = "Seed 002: the fact memory"),
+         (name = "operations", description = "Health, metrics, this document")),
+)]
+pub struct ApiDoc;
+
+/// Declares the bearer-token scheme.
+struct BearerAuth;
+
+impl utoipa::Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+}

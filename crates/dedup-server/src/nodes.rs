@@ -1,0 +1,880 @@
+//! Seed 001's nodes API: check-similar with tiers, create with the dedup gate, read,
+//! list, update, delete, edges.
+
+use std::time::Instant;
+
+use axum::Extension;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use chrono::{DateTime, Utc};
+use dedup_core::Embedding;
+use dedup_precompact::metrics as dedup_metrics;
+use dedup_store::{
+    InsertOutcome, Lifecycle, ListFilter, Memory, MemoryId, MemoryUpdate, Neighbour, NewMemory, Scope, SearchFilter,
+    StoredVector,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use utoipa::ToSchema;
+
+use crate::auth::Principal;
+use crate::error::{ApiError, ApiResult, ErrorBody};
+use crate::extract::{Body, Path, Query};
+use crate::state::AppState;
+
+/// The seed's message for a check-similar request without content, title or subtype.
+pub const CHECK_SIMILAR_REQUIRED: &str = "content, title, and subtype are required";
+/// Metadata key holding a node's `type`.
+const TYPE_KEY: &str = "type";
+/// Largest `limit` of check-similar.
+const MAX_MATCHES: usize = 100;
+/// Default and largest page of `GET /v1/nodes`.
+const DEFAULT_PAGE: usize = 50;
+const MAX_PAGE: usize = 500;
+
+/// `POST /v1/nodes/check-similar` request (seed 001 §3).
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CheckSimilarRequest {
+    /// The full content text (a node's `content_body`).
+    #[schema(example = "Weekend trading is risky due to low volume and slippage")]
+    pub content: Option<String>,
+    /// The title (a node's `content_title`).
+    #[schema(example = "Avoid weekend trading")]
+    pub title: Option<String>,
+    /// The subtype compared with, e.g. `custom:lesson`.
+    #[schema(example = "custom:lesson")]
+    pub subtype: Option<String>,
+    /// Most matches returned (default 5, at most 100).
+    pub limit: Option<i64>,
+    /// The namespace searched (default `default`).
+    pub namespace: Option<String>,
+}
+
+/// What a match means: `duplicate` (>= duplicate threshold) or `connect` (>= connect
+/// threshold).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    /// Near-identical content exists.
+    Duplicate,
+    /// Similar content exists; link to it.
+    Connect,
+}
+
+/// One similar node.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct SimilarMatch {
+    /// Its id, `n_<number>`.
+    #[schema(example = "n_12")]
+    pub node_id: String,
+    /// Its title.
+    pub title: String,
+    /// Cosine similarity on the compared dimensions, rounded to 4 decimals.
+    #[schema(example = 0.9712)]
+    pub similarity: f64,
+    /// The tier.
+    pub action: Action,
+    /// Its lifecycle: ACTIVE, WEAK or DORMANT.
+    #[schema(example = "ACTIVE")]
+    pub lifecycle: String,
+}
+
+/// The overall verdict of a check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Recommendation {
+    /// A match is a duplicate.
+    DuplicateFound,
+    /// Matches exist, none a duplicate.
+    SimilarFound,
+    /// No match.
+    Unique,
+}
+
+/// `POST /v1/nodes/check-similar` response.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct CheckSimilarResponse {
+    /// Matches at or above the connect threshold, most similar first.
+    pub matches: Vec<SimilarMatch>,
+    /// `duplicate_found`, `similar_found` or `unique`.
+    pub recommendation: Recommendation,
+}
+
+/// A node as the API shows it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct NodeView {
+    /// `n_<number>`.
+    #[schema(example = "n_12")]
+    pub id: String,
+    /// The node type, e.g. `concept`.
+    #[serde(rename = "type")]
+    pub node_type: String,
+    /// The subtype, e.g. `custom:lesson`.
+    pub subtype: String,
+    /// The title.
+    pub content_title: String,
+    /// The body.
+    pub content_body: String,
+    /// Its namespace.
+    pub namespace: String,
+    /// ACTIVE, WEAK or DORMANT.
+    pub state_lifecycle: String,
+    /// How many times it was stored (1 plus duplicates folded into it).
+    pub occurrence_count: u64,
+    /// Any other fields the node was created with.
+    #[schema(value_type = Object)]
+    pub metadata: Map<String, Value>,
+    /// When it was created.
+    pub created_at: DateTime<Utc>,
+    /// When it last changed.
+    pub updated_at: DateTime<Utc>,
+}
+
+/// `POST /v1/nodes` request: seed 001's node shape. Other fields are kept in `metadata`.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct CreateNodeRequest {
+    /// The node type, e.g. `concept`.
+    #[serde(rename = "type")]
+    #[schema(example = "concept")]
+    pub node_type: Option<String>,
+    /// The subtype, e.g. `custom:lesson`.
+    #[schema(example = "custom:lesson")]
+    pub subtype: Option<String>,
+    /// The title.
+    #[schema(example = "Never trade weekends")]
+    pub content_title: Option<String>,
+    /// The body.
+    #[schema(example = "Low volume weekends increase slippage risk")]
+    pub content_body: Option<String>,
+    /// The namespace (default `default`).
+    pub namespace: Option<String>,
+    /// Any other fields, kept with the node.
+    #[serde(flatten)]
+    #[schema(value_type = Object)]
+    pub extra: Map<String, Value>,
+}
+
+/// What the dedup gate did for a create.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct DedupReport {
+    /// `checked`, `skipped` (the check failed: fail-open) or `not_eligible` (the subtype
+    /// is not deduplicated).
+    #[schema(example = "checked")]
+    pub status: &'static str,
+    /// Why the check was skipped, when it was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The verdict, when checked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recommendation: Option<Recommendation>,
+    /// Matches found, most similar first.
+    pub matches: Vec<SimilarMatch>,
+    /// Nodes the new node was linked to with `relates_to`.
+    pub linked: Vec<String>,
+}
+
+/// `POST /v1/nodes` response: 201 with the new node, or 200 with the existing duplicate.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct CreateNodeResponse {
+    /// Whether a node was created.
+    pub created: bool,
+    /// The new node, or the existing node it duplicates.
+    #[serde(flatten)]
+    pub node: NodeView,
+    /// The duplicated node, when not created.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duplicate_of: Option<SimilarMatch>,
+    /// The seed's feedback line, when not created.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// What the dedup gate did.
+    pub dedup: DedupReport,
+}
+
+/// `GET /v1/nodes` query.
+#[derive(Debug, Deserialize, ToSchema, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct ListNodesQuery {
+    /// Only this namespace (required for tokens limited to some namespaces).
+    pub namespace: Option<String>,
+    /// Only this subtype.
+    pub subtype: Option<String>,
+    /// Only this lifecycle: ACTIVE, WEAK or DORMANT.
+    pub lifecycle: Option<String>,
+    /// Page size (default 50, at most 500).
+    pub limit: Option<usize>,
+    /// The `next_after` of the previous page.
+    pub after: Option<String>,
+}
+
+/// `GET /v1/nodes` response.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct NodeList {
+    /// The page, in id order.
+    pub data: Vec<NodeView>,
+    /// Pass as `after` for the next page; absent on the last page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_after: Option<String>,
+}
+
+/// `PATCH /v1/nodes/{id}` request; absent fields stay as they are.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateNodeRequest {
+    /// New title (re-embeds).
+    pub content_title: Option<String>,
+    /// New body (re-embeds).
+    pub content_body: Option<String>,
+    /// New lifecycle, e.g. `ACTIVE` to reactivate a DORMANT node.
+    pub state_lifecycle: Option<String>,
+    /// Fields to set in the node's metadata (`null` removes one).
+    #[schema(value_type = Object)]
+    pub metadata: Option<Map<String, Value>>,
+}
+
+/// `POST /v1/edges` request.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateEdgeRequest {
+    /// Where the edge starts.
+    pub source_id: Option<String>,
+    /// Where it ends.
+    pub target_id: Option<String>,
+    /// Its type (default `relates_to`).
+    #[serde(rename = "type")]
+    pub edge_type: Option<String>,
+}
+
+/// An edge.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct EdgeView {
+    /// Where it starts.
+    pub source_id: String,
+    /// Where it ends.
+    pub target_id: String,
+    /// Its type.
+    #[serde(rename = "type")]
+    pub edge_type: String,
+    /// When it was made.
+    pub created_at: DateTime<Utc>,
+}
+
+/// `POST /v1/edges` response.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct CreateEdgeResponse {
+    /// False when the edge existed already.
+    pub created: bool,
+    /// The edge.
+    #[serde(flatten)]
+    pub edge: EdgeView,
+}
+
+/// `GET /v1/nodes/{id}/edges` response.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct EdgeList {
+    /// Edges starting or ending at the node, oldest first.
+    pub data: Vec<EdgeView>,
+}
+
+/// Compares new content with all live nodes of its subtype in its namespace.
+#[utoipa::path(post, path = "/v1/nodes/check-similar", tag = "nodes", request_body = CheckSimilarRequest,
+    responses((status = 200, body = CheckSimilarResponse), (status = 400, body = ErrorBody),
+              (status = 403, body = ErrorBody), (status = 503, body = ErrorBody)))]
+pub(crate) async fn check_similar(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Body(request): Body<CheckSimilarRequest>,
+) -> ApiResult<axum::Json<CheckSimilarResponse>> {
+    let (Some(content), Some(title), Some(subtype)) = (
+        request.content.filter(|s| !s.trim().is_empty()),
+        request.title.filter(|s| !s.trim().is_empty()),
+        request.subtype.filter(|s| !s.trim().is_empty()),
+    ) else {
+        return Err(ApiError::bad_request(CHECK_SIMILAR_REQUIRED));
+    };
+    let limit = match request.limit {
+        None => 5,
+        Some(limit) if (1..=MAX_MATCHES as i64).contains(&limit) => limit as usize,
+        Some(limit) => return Err(ApiError::bad_request(format!("limit {limit} is not in 1..={MAX_MATCHES}"))),
+    };
+    let scope = scope_of(&state, request.namespace.as_deref(), &principal)?;
+    check_text(&state, "content", &content)?;
+    check_text(&state, "title", &title)?;
+    validate_subtype(&subtype)?;
+    let started = Instant::now();
+    let Some(embedder) = state.embedder() else {
+        dedup_metrics::check_failed("semantic");
+        return Err(ApiError::unavailable("embedding generation failed: no embedder is configured"));
+    };
+    let embedding = embedder.embed_one(&node_text(&title, &content)).await.map_err(|e| {
+        dedup_metrics::check_failed("semantic");
+        ApiError::unavailable(format!("embedding generation failed: {e}"))
+    })?;
+    let neighbours = search(&state, &scope, &subtype, embedder.model_id(), &embedding, limit).await.map_err(|e| {
+        dedup_metrics::check_failed("semantic");
+        let e = ApiError::from(e);
+        if e.status().is_client_error() {
+            e
+        } else {
+            ApiError::unavailable(format!("similarity search failed: {}", e.message()))
+        }
+    })?;
+    let matches = describe_matches(&state, &neighbours).await?;
+    let recommendation = recommend(&matches);
+    record_check(&scope, &matches, started);
+    Ok(axum::Json(CheckSimilarResponse { matches, recommendation }))
+}
+
+/// Creates a node; for dedup-eligible subtypes the gate runs first.
+#[utoipa::path(post, path = "/v1/nodes", tag = "nodes", request_body = CreateNodeRequest,
+    responses((status = 201, description = "created", body = CreateNodeResponse),
+              (status = 200, description = "a duplicate: not created", body = CreateNodeResponse),
+              (status = 400, body = ErrorBody), (status = 403, body = ErrorBody), (status = 413, body = ErrorBody)))]
+pub(crate) async fn create_node(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Body(request): Body<CreateNodeRequest>,
+) -> ApiResult<Response> {
+    let (Some(node_type), Some(subtype), Some(title), Some(body)) = (
+        request.node_type.filter(|s| !s.trim().is_empty()),
+        request.subtype.filter(|s| !s.trim().is_empty()),
+        request.content_title.filter(|s| !s.trim().is_empty()),
+        request.content_body.filter(|s| !s.trim().is_empty()),
+    ) else {
+        return Err(ApiError::bad_request("type, subtype, content_title and content_body are required"));
+    };
+    let scope = scope_of(&state, request.namespace.as_deref(), &principal)?;
+    check_text(&state, "content_title", &title)?;
+    check_text(&state, "content_body", &body)?;
+    validate_subtype(&subtype)?;
+    let mut metadata = request.extra;
+    metadata.insert(TYPE_KEY.to_owned(), Value::String(node_type));
+    let mut memory = NewMemory::new(scope.clone(), body).with_kind(subtype.clone()).with_title(title.clone());
+    memory = memory.with_metadata(metadata);
+
+    let eligible = state.config().nodes.is_dedup_eligible(&subtype);
+    if !eligible {
+        memory = memory.allow_repeats();
+    }
+    let started = Instant::now();
+    // Embed once: the vector that is checked is the vector stored.
+    let mut skipped = None;
+    let embedding = match state.embedder() {
+        None => {
+            skipped = Some("no embedder is configured".to_owned());
+            None
+        }
+        Some(embedder) => match embedder.embed_one(&node_text(&title, &memory.content)).await {
+            Ok(embedding) => Some((embedder.model_id().to_owned(), embedding)),
+            Err(e) => {
+                skipped = Some(format!("embedding generation failed: {e}"));
+                None
+            }
+        },
+    };
+    let mut matches = Vec::new();
+    if let (true, Some((model, embedding))) = (eligible, &embedding) {
+        match search(&state, &scope, &subtype, model, embedding, 5).await {
+            Ok(neighbours) => matches = describe_matches(&state, &neighbours).await?,
+            Err(e) if !e.is_unavailable() => {
+                skipped = Some(format!("similarity search failed: {e}"));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    if eligible && skipped.is_some() {
+        dedup_metrics::check_failed("semantic");
+        tracing::warn!(reason = skipped.as_deref().unwrap_or_default(), "dedup check skipped, creating normally");
+    }
+    // A search that failed for this vector (say, other dimensions) would fail the insert
+    // too: store the node without it.
+    let gate_ok = skipped.is_none();
+    let vector = embedding.filter(|_| gate_ok || !eligible).map(|(model, embedding)| StoredVector { model, embedding });
+    let threshold = (eligible && gate_ok).then_some(state.config().nodes.duplicate_threshold);
+    let outcome = state.store().insert_checked_filtered(memory, vector, threshold, &filter(&state, &subtype)).await?;
+
+    let dedup = |recommendation, matches, linked| DedupReport {
+        status: if !eligible {
+            "not_eligible"
+        } else if gate_ok {
+            "checked"
+        } else {
+            "skipped"
+        },
+        reason: skipped.clone().filter(|_| eligible),
+        recommendation: (eligible && gate_ok).then_some(recommendation),
+        matches,
+        linked,
+    };
+    match outcome {
+        InsertOutcome::Inserted(id) => {
+            let mut linked = Vec::new();
+            let connect: Vec<&SimilarMatch> = matches.iter().filter(|m| m.action == Action::Connect).collect();
+            for target in connect {
+                let target_id = parse_node_id(&target.node_id)?;
+                match state.store().add_edge(id, target_id, "relates_to").await {
+                    Ok(_) => linked.push(target.node_id.clone()),
+                    // The target was deleted meanwhile: nothing to link.
+                    Err(dedup_store::Error::NotFound(_)) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            if eligible && gate_ok {
+                record_check(&scope, &matches, started);
+            }
+            let node = load_node(&state, id).await?;
+            let recommendation = recommend(&matches);
+            let response = CreateNodeResponse {
+                created: true,
+                node,
+                duplicate_of: None,
+                message: None,
+                dedup: dedup(recommendation, matches, linked),
+            };
+            Ok((StatusCode::CREATED, axum::Json(response)).into_response())
+        }
+        InsertOutcome::ExactDuplicate(id) | InsertOutcome::SemanticDuplicate { id, .. } => {
+            let score = match outcome {
+                InsertOutcome::SemanticDuplicate { score, .. } => score,
+                _ => 1.0,
+            };
+            let existing = state.store().get(id).await?.ok_or_else(|| ApiError::internal("duplicate vanished"))?;
+            let duplicate = SimilarMatch {
+                node_id: node_id(id),
+                title: existing.title.clone().unwrap_or_default(),
+                similarity: round4(score),
+                action: Action::Duplicate,
+                lifecycle: existing.lifecycle.as_str().to_owned(),
+            };
+            state.store().note_occurrence(id).await?;
+            let reason = if matches!(outcome, InsertOutcome::ExactDuplicate(_)) { "exact" } else { "semantic" };
+            state.store().record_skip(&scope, reason).await?;
+            dedup_metrics::skipped(scope.namespace_name(), reason);
+            dedup_metrics::similarity(scope.namespace_name(), score);
+            dedup_metrics::check_completed(scope.namespace_name(), true);
+            dedup_metrics::check_duration("total", started.elapsed().as_secs_f64() * 1e3);
+            tracing::info!(node = %node_id(id), reason, score, "duplicate node not created");
+            let message = duplicate_message(&duplicate);
+            if !matches.iter().any(|m| m.node_id == duplicate.node_id) {
+                matches.insert(0, duplicate.clone());
+            }
+            let node = load_node(&state, id).await?;
+            let response = CreateNodeResponse {
+                created: false,
+                node,
+                duplicate_of: Some(duplicate),
+                message: Some(message),
+                dedup: dedup(Recommendation::DuplicateFound, matches, Vec::new()),
+            };
+            Ok((StatusCode::OK, axum::Json(response)).into_response())
+        }
+    }
+}
+
+/// One node.
+#[utoipa::path(get, path = "/v1/nodes/{id}", tag = "nodes", params(("id" = String, Path, description = "n_<number>")),
+    responses((status = 200, body = NodeView), (status = 404, body = ErrorBody)))]
+pub(crate) async fn get_node(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+) -> ApiResult<axum::Json<NodeView>> {
+    let memory = find_node(&state, &principal, &id).await?;
+    Ok(axum::Json(node_view(memory)))
+}
+
+/// Nodes, filtered and paged.
+#[utoipa::path(get, path = "/v1/nodes", tag = "nodes", params(ListNodesQuery),
+    responses((status = 200, body = NodeList), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody)))]
+pub(crate) async fn list_nodes(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Query(query): Query<ListNodesQuery>,
+) -> ApiResult<axum::Json<NodeList>> {
+    if principal.is_limited() && query.namespace.is_none() {
+        return Err(ApiError::forbidden("this token is limited to some namespaces: pass ?namespace="));
+    }
+    if let Some(namespace) = &query.namespace {
+        scope_of(&state, Some(namespace), &principal)?;
+    }
+    let lifecycle =
+        query.lifecycle.as_deref().map(str::parse::<Lifecycle>).transpose().map_err(ApiError::bad_request)?;
+    let limit = match query.limit {
+        None => DEFAULT_PAGE,
+        Some(limit) if (1..=MAX_PAGE).contains(&limit) => limit,
+        Some(limit) => return Err(ApiError::bad_request(format!("limit {limit} is not in 1..={MAX_PAGE}"))),
+    };
+    let after = query.after.as_deref().map(parse_node_id).transpose()?;
+    let filter = ListFilter {
+        domain: Some(state.config().domain.clone()),
+        namespace: query.namespace,
+        kind: query.subtype,
+        lifecycle,
+        include_deprecated: false,
+        after,
+        limit: limit + 1,
+    };
+    let mut memories = state.store().list(&filter).await?;
+    let more = memories.len() > limit;
+    memories.truncate(limit);
+    let next_after = more.then(|| memories.last().map(|m| node_id(m.id))).flatten();
+    Ok(axum::Json(NodeList { data: memories.into_iter().map(node_view).collect(), next_after }))
+}
+
+/// Changes a node: a new title or body re-embeds it; a lifecycle change can reactivate a
+/// DORMANT duplicate.
+#[utoipa::path(patch, path = "/v1/nodes/{id}", tag = "nodes", params(("id" = String, Path, description = "n_<number>")),
+    request_body = UpdateNodeRequest,
+    responses((status = 200, body = NodeView), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
+              (status = 409, body = ErrorBody)))]
+pub(crate) async fn update_node(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+    Body(request): Body<UpdateNodeRequest>,
+) -> ApiResult<axum::Json<NodeView>> {
+    if request.content_title.is_none()
+        && request.content_body.is_none()
+        && request.state_lifecycle.is_none()
+        && request.metadata.is_none()
+    {
+        return Err(ApiError::bad_request(
+            "nothing to update: give content_title, content_body, state_lifecycle or metadata",
+        ));
+    }
+    let current = find_node(&state, &principal, &id).await?;
+    for (what, text) in [("content_title", &request.content_title), ("content_body", &request.content_body)] {
+        if let Some(text) = text {
+            if text.trim().is_empty() {
+                return Err(ApiError::bad_request(format!("{what} must not be empty")));
+            }
+            check_text(&state, what, text)?;
+        }
+    }
+    let lifecycle =
+        request.state_lifecycle.as_deref().map(str::parse::<Lifecycle>).transpose().map_err(ApiError::bad_request)?;
+    let metadata = request.metadata.map(|changes| {
+        let mut metadata = current.metadata.clone();
+        for (key, value) in changes {
+            if key == TYPE_KEY {
+                continue;
+            }
+            if value.is_null() {
+                metadata.remove(&key);
+            } else {
+                metadata.insert(key, value);
+            }
+        }
+        metadata
+    });
+    let retext = request.content_title.is_some() || request.content_body.is_some();
+    let mut vector = None;
+    if retext {
+        let title = request.content_title.as_deref().or(current.title.as_deref()).unwrap_or_default();
+        let body = request.content_body.as_deref().unwrap_or(&current.content);
+        if let Some(embedder) = state.embedder() {
+            match embedder.embed_one(&node_text(title, body)).await {
+                Ok(embedding) => vector = Some(StoredVector { model: embedder.model_id().to_owned(), embedding }),
+                Err(e) => tracing::warn!(error = %e, "re-embedding failed; the node keeps no vector until updated"),
+            }
+        }
+    }
+    let update = MemoryUpdate {
+        // Always pass the text when it changes, so a failed re-embedding drops the stale vector.
+        content: retext.then(|| request.content_body.clone().unwrap_or_else(|| current.content.clone())),
+        title: request.content_title.map(Some),
+        lifecycle,
+        metadata,
+    };
+    let memory = state.store().update(current.id, update, vector).await?;
+    Ok(axum::Json(node_view(memory)))
+}
+
+/// Deletes a node, its vector and its edges.
+#[utoipa::path(delete, path = "/v1/nodes/{id}", tag = "nodes", params(("id" = String, Path, description = "n_<number>")),
+    responses((status = 204, description = "deleted"), (status = 404, body = ErrorBody)))]
+pub(crate) async fn delete_node(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+) -> ApiResult<StatusCode> {
+    let node = find_node(&state, &principal, &id).await?;
+    if state.store().delete(node.id).await? {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::not_found(format!("no node {id}")))
+    }
+}
+
+/// Links two nodes.
+#[utoipa::path(post, path = "/v1/edges", tag = "nodes", request_body = CreateEdgeRequest,
+    responses((status = 201, body = CreateEdgeResponse), (status = 200, description = "existed", body = CreateEdgeResponse),
+              (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub(crate) async fn create_edge(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Body(request): Body<CreateEdgeRequest>,
+) -> ApiResult<Response> {
+    let (Some(source), Some(target)) = (request.source_id, request.target_id) else {
+        return Err(ApiError::bad_request("source_id and target_id are required"));
+    };
+    let edge_type = request.edge_type.unwrap_or_else(|| "relates_to".to_owned());
+    let source = find_node(&state, &principal, &source).await?;
+    let target = find_node(&state, &principal, &target).await?;
+    if source.id == target.id {
+        return Err(ApiError::bad_request("an edge needs two different nodes"));
+    }
+    let created = state.store().add_edge(source.id, target.id, &edge_type).await?;
+    let edge = state
+        .store()
+        .edges_of(source.id)
+        .await?
+        .into_iter()
+        .find(|e| e.source == source.id && e.target == target.id && e.kind == edge_type)
+        .ok_or_else(|| ApiError::internal("edge vanished after insert"))?;
+    let status = if created { StatusCode::CREATED } else { StatusCode::OK };
+    Ok((status, axum::Json(CreateEdgeResponse { created, edge: edge_view(edge) })).into_response())
+}
+
+/// The edges of a node.
+#[utoipa::path(get, path = "/v1/nodes/{id}/edges", tag = "nodes", params(("id" = String, Path, description = "n_<number>")),
+    responses((status = 200, body = EdgeList), (status = 404, body = ErrorBody)))]
+pub(crate) async fn node_edges(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+) -> ApiResult<axum::Json<EdgeList>> {
+    let node = find_node(&state, &principal, &id).await?;
+    let edges = state.store().edges_of(node.id).await?;
+    Ok(axum::Json(EdgeList { data: edges.into_iter().map(edge_view).collect() }))
+}
+
+/// The text a node is embedded as: its title and body.
+pub fn node_text(title: &str, body: &str) -> String {
+    let title = title.trim();
+    if title.is_empty() {
+        body.to_owned()
+    } else if title.ends_with(['.', '!', '?', ':']) {
+        format!("{title} {body}")
+    } else {
+        format!("{title}. {body}")
+    }
+}
+
+/// The seed's feedback line for a duplicate (§5, §2.7).
+pub fn duplicate_message(duplicate: &SimilarMatch) -> String {
+    let mut message = format!("Duplicate: already stored as \"{}\" ({})", duplicate.title, duplicate.node_id);
+    if duplicate.lifecycle != "ACTIVE" {
+        message.push_str(&format!(
+            " [{}]. Use PATCH /v1/nodes/{} with state_lifecycle ACTIVE to reactivate if needed",
+            duplicate.lifecycle, duplicate.node_id
+        ));
+    }
+    // Truncation, as the seed's int(similarity * 100).
+    #[allow(clippy::cast_possible_truncation)]
+    let percent = (duplicate.similarity * 100.0).floor() as i64;
+    message.push_str(&format!(". Not created. ({percent}% similar)"));
+    message
+}
+
+/// `n_<number>`.
+pub fn node_id(id: MemoryId) -> String {
+    format!("n_{id}")
+}
+
+/// Parses `n_<number>` (or a bare number).
+fn parse_node_id(text: &str) -> ApiResult<MemoryId> {
+    let digits = text.strip_prefix("n_").unwrap_or(text);
+    digits
+        .parse::<i64>()
+        .ok()
+        .filter(|id| *id > 0)
+        .map(MemoryId::new)
+        .ok_or_else(|| ApiError::bad_request(format!("invalid node id {text:?}: expected n_<number>")))
+}
+
+async fn find_node(state: &AppState, principal: &Principal, id: &str) -> ApiResult<Memory> {
+    let parsed = parse_node_id(id)?;
+    let memory = state
+        .store()
+        .get(parsed)
+        .await?
+        .filter(|m| !m.deprecated && m.scope.domain() == state.config().domain)
+        .ok_or_else(|| ApiError::not_found(format!("no node {id}")))?;
+    // A node outside the token's namespaces is reported like a missing one.
+    principal.allow(memory.scope.namespace_name()).map_err(|_| ApiError::not_found(format!("no node {id}")))?;
+    Ok(memory)
+}
+
+async fn load_node(state: &AppState, id: MemoryId) -> ApiResult<NodeView> {
+    let memory = state.store().get(id).await?.ok_or_else(|| ApiError::internal(format!("node {id} vanished")))?;
+    Ok(node_view(memory))
+}
+
+fn node_view(memory: Memory) -> NodeView {
+    let mut metadata = memory.metadata;
+    let node_type = match metadata.remove(TYPE_KEY) {
+        Some(Value::String(node_type)) => node_type,
+        _ => "concept".to_owned(),
+    };
+    NodeView {
+        id: node_id(memory.id),
+        node_type,
+        subtype: memory.kind,
+        content_title: memory.title.unwrap_or_default(),
+        content_body: memory.content,
+        namespace: memory.scope.namespace_name().to_owned(),
+        state_lifecycle: memory.lifecycle.as_str().to_owned(),
+        occurrence_count: memory.occurrence_count,
+        metadata,
+        created_at: memory.created_at,
+        updated_at: memory.updated_at,
+    }
+}
+
+fn edge_view(edge: dedup_store::Edge) -> EdgeView {
+    EdgeView {
+        source_id: node_id(edge.source),
+        target_id: node_id(edge.target),
+        edge_type: edge.kind,
+        created_at: edge.created_at,
+    }
+}
+
+/// The scope of a request's namespace (default `default`), if the token may use it.
+pub(crate) fn scope_of(state: &AppState, namespace: Option<&str>, principal: &Principal) -> ApiResult<Scope> {
+    let namespace = namespace.unwrap_or(dedup_store::DEFAULT_NAMESPACE);
+    let scope = Scope::new(&state.config().domain, namespace)?;
+    principal.allow(namespace)?;
+    Ok(scope)
+}
+
+/// 400 when a text field is over the configured limit or holds NUL.
+pub(crate) fn check_text(state: &AppState, what: &str, text: &str) -> ApiResult<()> {
+    let limit = state.config().max_text_bytes;
+    if text.len() > limit {
+        return Err(ApiError::bad_request(format!("{what} is {} bytes, over the limit of {limit} bytes", text.len())));
+    }
+    if text.contains('\0') {
+        return Err(ApiError::bad_request(format!("{what} must not contain NUL characters")));
+    }
+    Ok(())
+}
+
+fn validate_subtype(subtype: &str) -> ApiResult<()> {
+    let valid = subtype.len() <= 64
+        && subtype.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && subtype.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':'));
+    if valid {
+        Ok(())
+    } else {
+        Err(ApiError::bad_request(format!(
+            "invalid subtype {subtype:?}: 1-64 ASCII letters, digits, '_', '-', '.' or ':', starting with a letter or digit"
+        )))
+    }
+}
+
+fn filter(state: &AppState, subtype: &str) -> SearchFilter {
+    SearchFilter::kind(subtype).with_dims(state.config().nodes.comparison_dims)
+}
+
+async fn search(
+    state: &AppState,
+    scope: &Scope,
+    subtype: &str,
+    model: &str,
+    embedding: &Embedding,
+    limit: usize,
+) -> dedup_store::Result<Vec<Neighbour>> {
+    let min_score = Some(state.config().nodes.connect_threshold);
+    state.store().search_filtered(scope, model, embedding, limit, &filter(state, subtype), min_score).await
+}
+
+async fn describe_matches(state: &AppState, neighbours: &[Neighbour]) -> ApiResult<Vec<SimilarMatch>> {
+    let duplicate = state.config().nodes.duplicate_threshold;
+    let mut matches = Vec::with_capacity(neighbours.len());
+    for neighbour in neighbours {
+        // A node deleted since the search is no match.
+        let Some(memory) = state.store().get(neighbour.id).await? else { continue };
+        matches.push(SimilarMatch {
+            node_id: node_id(neighbour.id),
+            title: memory.title.unwrap_or_else(|| "Untitled".to_owned()),
+            similarity: round4(neighbour.score),
+            action: if neighbour.score >= duplicate { Action::Duplicate } else { Action::Connect },
+            lifecycle: memory.lifecycle.as_str().to_owned(),
+        });
+    }
+    Ok(matches)
+}
+
+fn recommend(matches: &[SimilarMatch]) -> Recommendation {
+    if matches.iter().any(|m| m.action == Action::Duplicate) {
+        Recommendation::DuplicateFound
+    } else if matches.is_empty() {
+        Recommendation::Unique
+    } else {
+        Recommendation::SimilarFound
+    }
+}
+
+fn record_check(scope: &Scope, matches: &[SimilarMatch], started: Instant) {
+    let duplicate = matches.iter().any(|m| m.action == Action::Duplicate);
+    dedup_metrics::check_completed(scope.namespace_name(), duplicate);
+    dedup_metrics::check_duration("total", started.elapsed().as_secs_f64() * 1e3);
+    if let Some(best) = matches.first() {
+        #[allow(clippy::cast_possible_truncation)]
+        dedup_metrics::similarity(scope.namespace_name(), best.similarity as f32);
+    }
+}
+
+/// Rounds to 4 decimals, as the seed's `Math.round(similarity * 10000) / 10000`.
+fn round4(score: f32) -> f64 {
+    (f64::from(score) * 10_000.0).round() / 10_000.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_text_joins_title_and_body() {
+        assert_eq!(node_text("Never trade weekends", "Low volume"), "Never trade weekends. Low volume");
+        assert_eq!(node_text("Why?", "Because"), "Why? Because");
+        assert_eq!(node_text("  ", "Body only"), "Body only");
+    }
+
+    #[test]
+    fn duplicate_message_matches_the_seed() {
+        let mut duplicate = SimilarMatch {
+            node_id: "n_7".to_owned(),
+            title: "Avoid weekend trading".to_owned(),
+            similarity: 0.9712,
+            action: Action::Duplicate,
+            lifecycle: "ACTIVE".to_owned(),
+        };
+        assert_eq!(
+            duplicate_message(&duplicate),
+            "Duplicate: already stored as \"Avoid weekend trading\" (n_7). Not created. (97% similar)"
+        );
+        duplicate.lifecycle = "DORMANT".to_owned();
+        let message = duplicate_message(&duplicate);
+        assert!(message.contains("(n_7) [DORMANT]. Use PATCH /v1/nodes/n_7"), "{message}");
+    }
+
+    #[test]
+    fn node_ids_parse_with_or_without_prefix() {
+        assert_eq!(parse_node_id("n_42").unwrap(), MemoryId::new(42));
+        assert_eq!(parse_node_id("42").unwrap(), MemoryId::new(42));
+        for bad in ["n_", "n_x", "-3", "0", "n_abc123"] {
+            assert_eq!(parse_node_id(bad).unwrap_err().status(), StatusCode::BAD_REQUEST, "{bad}");
+        }
+    }
+
+    #[test]
+    fn rounding_and_recommendation() {
+        assert_eq!(round4(0.971_249), 0.9712);
+        assert_eq!(recommend(&[]), Recommendation::Unique);
+    }
+}

@@ -1,0 +1,104 @@
+//! Operations routes: health, metrics, the OpenAPI document; and the request metrics
+//! middleware.
+
+use std::sync::OnceLock;
+use std::time::Instant;
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::header::CONTENT_TYPE;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use metrics::{counter, describe_counter, describe_histogram, histogram};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use serde::Serialize;
+use utoipa::{OpenApi, ToSchema};
+
+use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
+
+/// Requests served, by method, route and status.
+pub const HTTP_REQUESTS_TOTAL: &str = "http_requests_total";
+/// Request latency in seconds, by method and route.
+pub const HTTP_REQUEST_DURATION_SECONDS: &str = "http_request_duration_seconds";
+
+/// `GET /healthz` response.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Health {
+    /// `ok` when the database answers.
+    pub status: &'static str,
+    /// `sqlite` or `postgres`.
+    pub backend: &'static str,
+    /// Whether an embedder is configured (without one, nodes are stored unchecked).
+    pub embedder: bool,
+    /// This build's version.
+    pub version: &'static str,
+}
+
+/// Liveness and readiness: the database answers a query.
+#[utoipa::path(get, path = "/healthz", tag = "operations",
+    responses((status = 200, body = Health), (status = 503, body = crate::ErrorBody)))]
+pub(crate) async fn healthz(State(state): State<AppState>) -> ApiResult<axum::Json<Health>> {
+    state.store().stats().await.map_err(|e| ApiError::unavailable(format!("database: {e}")))?;
+    Ok(axum::Json(Health {
+        status: "ok",
+        backend: state.store().backend(),
+        embedder: state.embedder().is_some(),
+        version: env!("CARGO_PKG_VERSION"),
+    }))
+}
+
+/// Prometheus text exposition of every metric of the process.
+#[utoipa::path(get, path = "/metrics", tag = "operations",
+    responses((status = 200, content_type = "text/plain", body = String), (status = 404, body = crate::ErrorBody)))]
+pub(crate) async fn metrics(State(state): State<AppState>) -> ApiResult<Response> {
+    let handle = state.metrics().ok_or_else(|| ApiError::not_found("metrics are not recorded by this server"))?;
+    Ok(([(CONTENT_TYPE, "text/plain; version=0.0.4")], handle.render()).into_response())
+}
+
+/// This API's OpenAPI 3.1 document.
+#[utoipa::path(get, path = "/v1/openapi.json", tag = "operations", responses((status = 200, body = Object)))]
+pub(crate) async fn openapi() -> axum::Json<utoipa::openapi::OpenApi> {
+    axum::Json(crate::ApiDoc::openapi())
+}
+
+/// Counts and times every request, labelled by its route template (never the raw path).
+pub(crate) async fn track(request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let method = request.method().as_str().to_owned();
+    let route =
+        request.extensions().get::<MatchedPath>().map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
+    let response = next.run(request).await;
+    let status = response.status().as_u16().to_string();
+    counter!(HTTP_REQUESTS_TOTAL, "method" => method.clone(), "route" => route.clone(), "status" => status)
+        .increment(1);
+    histogram!(HTTP_REQUEST_DURATION_SECONDS, "method" => method, "route" => route)
+        .record(started.elapsed().as_secs_f64());
+    response
+}
+
+/// Installs the process-wide Prometheus recorder once and returns its handle; later calls
+/// return the same handle. `None` when another recorder was installed first.
+pub fn install_prometheus() -> Option<PrometheusHandle> {
+    static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+    HANDLE
+        .get_or_init(|| {
+            let buckets = [0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5];
+            let handle = PrometheusBuilder::new()
+                .set_buckets_for_metric(
+                    metrics_exporter_prometheus::Matcher::Full(HTTP_REQUEST_DURATION_SECONDS.to_owned()),
+                    &buckets,
+                )
+                .ok()?
+                .install_recorder()
+                .ok()?;
+            describe_counter!(HTTP_REQUESTS_TOTAL, "HTTP requests served, by method, route and status");
+            describe_histogram!(
+                HTTP_REQUEST_DURATION_SECONDS,
+                metrics::Unit::Seconds,
+                "HTTP request latency, by method and route"
+            );
+            dedup_precompact::metrics::describe();
+            Some(handle)
+        })
+        .clone()
+}

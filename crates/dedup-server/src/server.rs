@@ -1,0 +1,122 @@
+//! The router and the serving loop with graceful shutdown.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::http::{HeaderValue, Request};
+use axum::middleware;
+use axum::routing::{get, patch, post};
+use tokio::net::TcpListener;
+use tower_http::request_id::{MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer};
+use tower_http::trace::TraceLayer;
+
+use crate::state::AppState;
+use crate::{Error, auth, facts, nodes, ops};
+
+/// The request-id header, set on every response (taken from the request when present).
+pub const REQUEST_ID_HEADER: &str = "x-request-id";
+
+/// The whole HTTP API over `state`.
+pub fn router(state: AppState) -> Router {
+    let api = Router::new()
+        .route("/v1/nodes/check-similar", post(nodes::check_similar))
+        .route("/v1/nodes", post(nodes::create_node).get(nodes::list_nodes))
+        .route("/v1/nodes/{id}", get(nodes::get_node).patch(nodes::update_node).delete(nodes::delete_node))
+        .route("/v1/nodes/{id}/edges", get(nodes::node_edges))
+        .route("/v1/edges", post(nodes::create_edge))
+        .route("/v1/facts", post(facts::create_fact).get(facts::list_facts))
+        .route("/v1/facts/{id}", patch(facts::update_fact).delete(facts::delete_fact))
+        .route("/v1/memory/profile", get(facts::get_profile).put(facts::put_profile))
+        .route("/v1/memory/context", get(facts::context))
+        .route("/metrics", get(ops::metrics))
+        .route_layer(middleware::from_fn_with_state(state.clone(), auth::authenticate));
+    let open = Router::new().route("/healthz", get(ops::healthz)).route("/v1/openapi.json", get(ops::openapi));
+    let request_id = axum::http::HeaderName::from_static(REQUEST_ID_HEADER);
+    api.merge(open)
+        .fallback(|| async { crate::ApiError::not_found("no such route") })
+        .layer(DefaultBodyLimit::max(state.config().max_body_bytes))
+        .route_layer(middleware::from_fn(ops::track))
+        .layer(
+            tower::ServiceBuilder::new()
+                .layer(SetRequestIdLayer::new(request_id.clone(), Counter::default()))
+                .layer(TraceLayer::new_for_http().make_span_with(|request: &Request<_>| {
+                    let id = request.headers().get(REQUEST_ID_HEADER).and_then(|v| v.to_str().ok()).unwrap_or("-");
+                    // Method and path only: bodies (memory text) never reach the logs.
+                    tracing::info_span!("request", request_id = %id, method = %request.method(), path = %request.uri().path())
+                }))
+                .layer(PropagateRequestIdLayer::new(request_id)),
+        )
+        .with_state(state)
+}
+
+/// Request ids `<process start, hex>-<sequence>`: unique per process and cheap.
+#[derive(Clone, Default)]
+struct Counter;
+
+impl MakeRequestId for Counter {
+    fn make_request_id<B>(&mut self, _request: &Request<B>) -> Option<RequestId> {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        static START: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+        let start = START.get_or_init(|| {
+            let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+            u64::try_from(nanos.as_nanos() & u128::from(u64::MAX)).unwrap_or_default() ^ u64::from(std::process::id())
+        });
+        let id = format!("{start:x}-{}", NEXT.fetch_add(1, Ordering::Relaxed));
+        HeaderValue::from_str(&id).ok().map(RequestId::new)
+    }
+}
+
+/// Binds `state.config().addr` after validating the configuration (a non-loopback
+/// address needs a token).
+pub async fn bind(state: &AppState) -> Result<TcpListener, Error> {
+    state.config().validate()?;
+    let addr = state.config().addr;
+    TcpListener::bind(addr).await.map_err(|source| Error::Bind { addr, source })
+}
+
+/// Serves on `listener` until `shutdown` completes, then stops accepting, lets in-flight
+/// requests finish and closes the store.
+pub async fn serve(
+    listener: TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), Error> {
+    let local: Option<SocketAddr> = listener.local_addr().ok();
+    tracing::info!(addr = ?local, backend = state.store().backend(), "serving");
+    let app = router(state.clone());
+    axum::serve(listener, app).with_graceful_shutdown(shutdown).await?;
+    state.store().close().await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Completes on SIGINT (Ctrl-C) or SIGTERM.
+pub async fn shutdown_signal() {
+    let interrupt = async {
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            tracing::warn!(error = %e, "cannot listen for Ctrl-C");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = interrupt => tracing::info!("SIGINT: shutting down"),
+        () = terminate => tracing::info!("SIGTERM: shutting down"),
+    }
+}

@@ -1,0 +1,1 @@
+//! Integration tests of the HTTP service over real loopback HTTP.
