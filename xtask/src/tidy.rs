@@ -25,11 +25,12 @@ const HEAVY_FORBIDDEN: [(&str, &str); 2] = [
 const ANYHOW_ALLOWED: [&str; 2] = ["memdedup-cli", "xtask"];
 
 /// For each crate, the only memdedup crates it may depend on (directly or not).
-const INTERNAL_DEPS_ALLOWED: [(&str, &[&str]); 5] = [
+const INTERNAL_DEPS_ALLOWED: [(&str, &[&str]); 6] = [
     ("dedup-core", &[]),
     ("dedup-embed", &["dedup-core"]),
     ("dedup-store", &["dedup-core"]),
     ("dedup-precompact", &["dedup-core", "dedup-embed", "dedup-store"]),
+    ("dedup-server", &["dedup-core", "dedup-embed", "dedup-store", "dedup-precompact"]),
     ("xtask", &["dedup-core", "dedup-embed"]),
 ];
 
