@@ -16,6 +16,7 @@
 //! thread.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
+mod batching;
 mod error;
 #[cfg(feature = "local")]
 mod local;
@@ -25,6 +26,7 @@ mod openai;
 
 use async_trait::async_trait;
 pub use dedup_core::Embedding;
+pub use batching::BatchingEmbedder;
 pub use error::{Error, Result};
 #[cfg(feature = "local")]
 pub use local::{LOCAL_MODEL_ID, LocalEmbedder, LocalOptions};

@@ -41,7 +41,7 @@ pub fn router(state: AppState) -> Router {
         .route_layer(middleware::from_fn(ops::track))
         .layer(
             tower::ServiceBuilder::new()
-                .layer(SetRequestIdLayer::new(request_id.clone(), Counter::default()))
+                .layer(SetRequestIdLayer::new(request_id.clone(), Counter))
                 .layer(TraceLayer::new_for_http().make_span_with(|request: &Request<_>| {
                     let id = request.headers().get(REQUEST_ID_HEADER).and_then(|v| v.to_str().ok()).unwrap_or("-");
                     // Method and path only: bodies (memory text) never reach the logs.

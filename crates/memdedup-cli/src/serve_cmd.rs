@@ -29,7 +29,8 @@ pub(crate) async fn run(global: &GlobalArgs, args: &ServeArgs) -> Result<()> {
         None => config.model_dir()?,
     };
     let embedder = match memdedup::default_embedder(model_dir.as_deref()) {
-        Ok(embedder) => Some(embedder),
+        // Concurrent requests are embedded together: one inference per batch, not per request.
+        Ok(embedder) => Some(std::sync::Arc::new(memdedup::BatchingEmbedder::new(embedder, 32)) as _),
         Err(error) => {
             tracing::warn!("no embedder ({error}); nodes are stored without the dedup check");
             if !global.quiet {

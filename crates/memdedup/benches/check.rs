@@ -15,7 +15,7 @@ use memdedup::{
     DbLocation, DeduplicationConfig, DeduplicationService, Embedder, Embedding, LocalEmbedder, ModelDir, NewMemory,
     Scope, Store, StoreOptions,
 };
-use support::Lcg;
+use support::{Lcg, sentence};
 
 const QUERIES: usize = 200;
 
@@ -120,58 +120,4 @@ fn percentile(samples: &mut [Duration], p: f64) -> Duration {
     samples.sort();
     let index = ((samples.len() as f64 - 1.0) * p).round() as usize;
     samples[index.min(samples.len() - 1)]
-}
-
-const WORDS: &[&str] = &[
-    "always",
-    "never",
-    "run",
-    "tests",
-    "before",
-    "commit",
-    "database",
-    "migration",
-    "cache",
-    "retry",
-    "timeout",
-    "deploy",
-    "review",
-    "lock",
-    "index",
-    "query",
-    "schema",
-    "token",
-    "budget",
-    "prompt",
-    "agent",
-    "memory",
-    "config",
-    "logging",
-    "metrics",
-    "error",
-    "handler",
-    "service",
-    "client",
-    "server",
-    "release",
-    "branch",
-    "rollback",
-    "backup",
-    "secret",
-    "vault",
-    "queue",
-    "worker",
-    "batch",
-    "stream",
-    "latency",
-    "throughput",
-    "user",
-    "session",
-];
-
-/// A sentence of 12 to 20 words.
-fn sentence(rng: &mut Lcg) -> String {
-    let len = 12 + rng.below(9);
-    let words: Vec<&str> = (0..len).map(|_| WORDS[rng.below(WORDS.len())]).collect();
-    format!("{}.", words.join(" "))
 }

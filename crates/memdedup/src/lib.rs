@@ -28,7 +28,7 @@ pub use dedup_core::{
     MergedGroup, Playbook, THRESHOLD_ENV_VAR, Threshold, group_by_similarity, group_by_similarity_with,
 };
 #[doc(inline)]
-pub use dedup_embed::{Embedder, MODEL_DIR_ENV_VAR, ModelDir};
+pub use dedup_embed::{BatchingEmbedder, Embedder, MODEL_DIR_ENV_VAR, ModelDir};
 #[cfg(feature = "local")]
 #[doc(inline)]
 pub use dedup_embed::{LOCAL_MODEL_ID, LocalEmbedder, LocalOptions};
@@ -37,7 +37,10 @@ pub use dedup_embed::{LOCAL_MODEL_ID, LocalEmbedder, LocalOptions};
 pub use dedup_embed::{OpenAiConfig, OpenAiEmbedder};
 
 #[doc(inline)]
-pub use dedup_core::{ContentHash, normalize_content};
+pub use dedup_core::{
+    ContentHash, FactCategory, FactPolicy, MemoryProfile, TokenCounter, default_token_counter, format_context,
+    normalize_content,
+};
 #[cfg(feature = "redis")]
 #[doc(inline)]
 pub use dedup_precompact::RedisRecentCaptures;
@@ -48,8 +51,8 @@ pub use dedup_precompact::{
 };
 #[doc(inline)]
 pub use dedup_store::{
-    DEFAULT_DOMAIN, DbLocation, InsertOutcome, Lifecycle, ListFilter, Memory, MemoryId, NamespaceStats, Neighbour,
-    NewMemory, Scope, Store, StoreOptions, StoreStats,
+    DEFAULT_DOMAIN, DbLocation, Fact, FactOutcome, FactUpdate, InsertOutcome, Lifecycle, ListFilter, Memory, MemoryId,
+    MemoryUpdate, NamespaceStats, Neighbour, NewFact, NewMemory, Scope, SearchFilter, Store, StoreOptions, StoreStats,
 };
 
 pub use cached::CachedEmbedder;

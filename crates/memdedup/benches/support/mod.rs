@@ -40,3 +40,58 @@ pub fn peak_rss_mib() -> f64 {
         })
         .map_or(f64::NAN, |kib| kib / 1024.0)
 }
+
+/// Words of the synthetic memory sentences.
+const WORDS: &[&str] = &[
+    "always",
+    "never",
+    "run",
+    "tests",
+    "before",
+    "commit",
+    "database",
+    "migration",
+    "cache",
+    "retry",
+    "timeout",
+    "deploy",
+    "review",
+    "lock",
+    "index",
+    "query",
+    "schema",
+    "token",
+    "budget",
+    "prompt",
+    "agent",
+    "memory",
+    "config",
+    "logging",
+    "metrics",
+    "error",
+    "handler",
+    "service",
+    "client",
+    "server",
+    "release",
+    "branch",
+    "rollback",
+    "backup",
+    "secret",
+    "vault",
+    "queue",
+    "worker",
+    "batch",
+    "stream",
+    "latency",
+    "throughput",
+    "user",
+    "session",
+];
+
+/// A sentence of 12 to 20 words.
+pub fn sentence(rng: &mut Lcg) -> String {
+    let len = 12 + rng.below(9);
+    let words: Vec<&str> = (0..len).map(|_| WORDS[rng.below(WORDS.len())]).collect();
+    format!("{}.", words.join(" "))
+}
