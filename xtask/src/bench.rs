@@ -17,7 +17,9 @@ deterministic 1,000-entry playbook (about 15% paraphrase near duplicates), with
 peak resident memory; model loading is included, as a user would see it. Finally it
 times `memdedup scan --db` twice over an unchanged 2,000-line JSONL file (the second
 run reads every vector from the embedding cache). The check-before-store latency bench
-is `cargo bench -p memdedup --bench check`, run first unless --e2e-only.";
+is `cargo bench -p memdedup --bench check` and the HTTP check-similar bench (8 and 32
+clients, 10k and 100k stored nodes) is `cargo bench -p memdedup --bench http`; both run
+first unless --e2e-only.";
 
 const GNU_TIME: &str = "/usr/bin/time";
 const ENTRIES: usize = 1000;
@@ -34,6 +36,8 @@ pub fn run(root: &Path, e2e_only: bool, bench_args: &[String]) -> Result<()> {
         )?;
         println!("==> cargo bench -p memdedup --bench check");
         process::run(cargo().args(["bench", "-p", "memdedup", "--bench", "check"]).current_dir(root))?;
+        println!("==> cargo bench -p memdedup --bench http");
+        process::run(cargo().args(["bench", "-p", "memdedup", "--bench", "http"]).current_dir(root))?;
     }
 
     if !Path::new(GNU_TIME).is_file() {
