@@ -214,7 +214,7 @@ fn context_prints_the_prompt_text_within_the_budget() {
     // A tight budget drops the lowest-confidence fact first.
     let full = facts_json(&db, &["context"]);
     let tokens = full["tokens"].as_u64().unwrap();
-    assert_eq!(full["maxTokens"], 2000);
+    assert_eq!(full["max_tokens"], 2000);
     let budget = (tokens - 3).to_string();
     let tight = facts_json(&db, &["context", "--max-tokens", &budget]);
     let text = tight["context"].as_str().unwrap();

@@ -121,7 +121,7 @@ pub(crate) struct FactsContextArgs {
     /// The token budget.
     #[arg(long, default_value_t = DEFAULT_MAX_TOKENS)]
     pub max_tokens: usize,
-    /// Print `{"context": …, "tokens": …, "maxTokens": …}`.
+    /// Print `{"context": …, "tokens": …, "max_tokens": …}`.
     #[arg(long)]
     pub json: bool,
 }
@@ -246,7 +246,7 @@ async fn context(store: &Store, scope: &Scope, args: &FactsContextArgs) -> Resul
     let counter = default_token_counter();
     let text = format_context(&profile, &views, args.max_tokens, counter);
     if args.json {
-        let value = json!({ "context": text, "tokens": counter.count(&text), "maxTokens": args.max_tokens });
+        let value = json!({ "context": text, "tokens": counter.count(&text), "max_tokens": args.max_tokens });
         emit(&format!("{value}\n"))
     } else if text.is_empty() {
         Ok(())
