@@ -7,5 +7,6 @@ mod memory;
 mod model_unavailable;
 mod playbook;
 mod scan;
+mod serve;
 mod similarity;
 mod support;

@@ -57,6 +57,9 @@ pub struct TokenConfig {
     /// The namespaces it may read and write; all when absent.
     #[serde(default)]
     pub namespaces: Option<BTreeSet<String>>,
+    /// Whether it came from [`TOKEN_ENV_VAR`] (for error messages).
+    #[serde(skip)]
+    pub from_env: bool,
 }
 
 impl std::fmt::Debug for TokenConfig {
@@ -121,7 +124,7 @@ impl ServerConfig {
     /// token.
     pub fn with_env_token(mut self, lookup: impl Fn(&str) -> Option<String>) -> ServerConfig {
         if let Some(token) = lookup(TOKEN_ENV_VAR).filter(|t| !t.trim().is_empty()) {
-            self.tokens.push(TokenConfig { token, namespaces: None });
+            self.tokens.push(TokenConfig { token, namespaces: None, from_env: true });
         }
         self
     }
@@ -166,11 +169,12 @@ impl ServerConfig {
             .map_err(|e| Error::Config(format!("domain: {e}")))?;
         let mut seen = BTreeSet::new();
         for (i, token) in self.tokens.iter().enumerate() {
+            let name = if token.from_env { TOKEN_ENV_VAR.to_owned() } else { format!("tokens[{i}]") };
             if token.token.trim().len() < 8 {
-                return bad(&format!("tokens[{i}]"), "a token must have at least 8 characters".to_owned());
+                return bad(&name, "a token must have at least 8 characters".to_owned());
             }
             if !seen.insert(token.token.as_str()) {
-                return bad(&format!("tokens[{i}]"), "the same token is configured twice".to_owned());
+                return bad(&name, "the same token is configured twice".to_owned());
             }
             for namespace in token.namespaces.iter().flatten() {
                 dedup_store::Scope::new(&self.domain, namespace)
@@ -212,6 +216,8 @@ mod tests {
         assert!(error.contains("non-loopback 0.0.0.0:3100 without a token"), "{error}");
         let config = config.with_env_token(|_| Some("a-long-secret".to_owned()));
         config.validate().unwrap();
+        let short = ServerConfig::default().with_env_token(|_| Some("short".to_owned()));
+        assert!(short.validate().unwrap_err().to_string().contains(TOKEN_ENV_VAR));
     }
 
     #[test]
@@ -220,12 +226,13 @@ mod tests {
         config.nodes.connect_threshold = 0.97;
         assert!(config.validate().unwrap_err().to_string().contains("nodes.connect_threshold"));
         let mut config = ServerConfig::default();
-        config.tokens.push(TokenConfig { token: "short".to_owned(), namespaces: None });
+        config.tokens.push(TokenConfig { token: "short".to_owned(), namespaces: None, from_env: false });
         assert!(config.validate().unwrap_err().to_string().contains("tokens[0]"));
         let mut config = ServerConfig::default();
         config.tokens.push(TokenConfig {
             token: "long-enough-token".to_owned(),
             namespaces: Some(["bad name".to_owned()].into()),
+            from_env: false,
         });
         assert!(config.validate().unwrap_err().to_string().contains("tokens[0].namespaces"));
     }

@@ -12,9 +12,11 @@ use crate::memory_cmd::{config_file, open_store};
 pub(crate) async fn run(global: &GlobalArgs, args: &ServeArgs) -> Result<()> {
     let config = config_file(global)?;
     let mut server = match config.server_table()? {
-        Some(table) => toml::Value::Table(table)
-            .try_into::<ServerConfig>()
-            .map_err(|e| UsageError(format!("{}: [server]: {}", config.origin_name(), e.message())))?,
+        Some(table) => serde_path_to_error::deserialize::<_, ServerConfig>(toml::Value::Table(table)).map_err(|e| {
+            let path = e.path().to_string();
+            let key = if path == "." { "server".to_owned() } else { format!("server.{path}") };
+            UsageError(format!("{}: {key}: {}", config.origin_name(), e.into_inner().message()))
+        })?,
         None => ServerConfig::default(),
     };
     server = server.with_env_token(|name| std::env::var(name).ok());
