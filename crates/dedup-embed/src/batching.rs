@@ -138,7 +138,8 @@ mod tests {
             texts
                 .iter()
                 .map(|t| {
-                    let i: usize = t.strip_prefix('t').and_then(|n| n.parse().ok()).ok_or(Error::Inference(t.clone()))?;
+                    let i: usize =
+                        t.strip_prefix('t').and_then(|n| n.parse().ok()).ok_or(Error::Inference(t.clone()))?;
                     let mut v = vec![0.0; 64];
                     v[i] = 1.0;
                     Ok(Embedding::new(v)?)

@@ -25,8 +25,8 @@ mod model_dir;
 mod openai;
 
 use async_trait::async_trait;
-pub use dedup_core::Embedding;
 pub use batching::BatchingEmbedder;
+pub use dedup_core::Embedding;
 pub use error::{Error, Result};
 #[cfg(feature = "local")]
 pub use local::{LOCAL_MODEL_ID, LocalEmbedder, LocalOptions};

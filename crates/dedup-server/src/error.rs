@@ -36,7 +36,7 @@ pub struct ErrorBody {
     #[schema(example = "content, title, and subtype are required")]
     pub error: String,
     /// A stable machine-readable code: `invalid_request`, `unauthorized`, `forbidden`,
-    /// `not_found`, `conflict`, `payload_too_large`, `unsupported_media_type`,
+    /// `not_found`, `method_not_allowed`, `conflict`, `payload_too_large`, `unsupported_media_type`,
     /// `unavailable`, `internal`.
     #[schema(example = "invalid_request")]
     pub code: &'static str,
@@ -69,6 +69,11 @@ impl ApiError {
     /// 404: no such node or fact.
     pub fn not_found(message: impl Into<String>) -> ApiError {
         ApiError { status: StatusCode::NOT_FOUND, code: "not_found", message: message.into() }
+    }
+
+    /// 405: the route exists, the method does not.
+    pub fn method_not_allowed(message: impl Into<String>) -> ApiError {
+        ApiError { status: StatusCode::METHOD_NOT_ALLOWED, code: "method_not_allowed", message: message.into() }
     }
 
     /// 409: the change collides with an existing record.

@@ -355,9 +355,10 @@ pub(crate) async fn create_node(
     memory = memory.with_metadata(metadata);
 
     let eligible = state.config().nodes.is_dedup_eligible(&subtype);
-    if !eligible {
-        memory = memory.allow_repeats();
-    }
+    // Nodes are judged by the similarity of title and body within their subtype only: an
+    // equal body under another title or subtype is not an exact duplicate. An exact
+    // repeat scores 1.0 in the gate, which runs again under the namespace's lock.
+    memory = memory.allow_repeats();
     let started = Instant::now();
     // Embed once: the vector that is checked is the vector stored.
     let mut skipped = None;

@@ -37,6 +37,9 @@ pub fn router(state: AppState) -> Router {
     let request_id = axum::http::HeaderName::from_static(REQUEST_ID_HEADER);
     api.merge(open)
         .fallback(|| async { crate::ApiError::not_found("no such route") })
+        .method_not_allowed_fallback(|| async {
+            crate::ApiError::method_not_allowed("this route does not take that method")
+        })
         .layer(DefaultBodyLimit::max(state.config().max_body_bytes))
         .route_layer(middleware::from_fn(ops::track))
         .layer(
