@@ -9,21 +9,18 @@
 mod support;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use memdedup::{
     DbLocation, DeduplicationConfig, DeduplicationService, Embedder, Embedding, LocalEmbedder, ModelDir, NewMemory,
     Scope, Store, StoreOptions,
 };
-use support::{Lcg, sentence};
+use support::{Lcg, list_env, ms, percentile, sentence};
 
 const QUERIES: usize = 200;
 
 fn main() {
-    let sizes: Vec<usize> = std::env::var("MEMDEDUP_BENCH_SIZES")
-        .ok()
-        .map(|s| s.split(',').filter_map(|n| n.trim().parse().ok()).collect())
-        .unwrap_or_else(|| vec![1_000, 10_000, 100_000]);
+    let sizes = list_env("MEMDEDUP_BENCH_SIZES", &[1_000, 10_000, 100_000]);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
     runtime.block_on(async {
         let dir = ModelDir::locate(None).expect("model directory");
@@ -110,14 +107,4 @@ async fn bench_size(n: usize, embedder: Arc<dyn Embedder>) {
         load.as_secs_f64() * 1000.0,
     );
     store.close().await;
-}
-
-fn ms(d: Duration) -> String {
-    format!("{:.2} ms", d.as_secs_f64() * 1000.0)
-}
-
-fn percentile(samples: &mut [Duration], p: f64) -> Duration {
-    samples.sort();
-    let index = ((samples.len() as f64 - 1.0) * p).round() as usize;
-    samples[index.min(samples.len() - 1)]
 }

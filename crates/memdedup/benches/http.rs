@@ -10,11 +10,11 @@
 mod support;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use dedup_server::{AppState, ServerConfig};
 use memdedup::{DbLocation, Embedder, Embedding, LocalEmbedder, ModelDir, NewMemory, Scope, Store, StoreOptions};
-use support::{Lcg, sentence};
+use support::{Lcg, list_env, ms, percentile, sentence};
 
 /// Requests per client, after a warm-up.
 const REQUESTS_PER_CLIENT: usize = 50;
@@ -125,21 +125,4 @@ async fn post(http: &reqwest::Client, url: &str, text: &str) {
     assert!(response.status().is_success(), "{}", response.status());
     let answer: serde_json::Value = response.json().await.expect("JSON");
     assert!(answer["recommendation"].is_string(), "{answer}");
-}
-
-fn list_env(name: &str, default: &[usize]) -> Vec<usize> {
-    std::env::var(name)
-        .ok()
-        .map(|s| s.split(',').filter_map(|n| n.trim().parse().ok()).collect())
-        .unwrap_or_else(|| default.to_vec())
-}
-
-fn ms(d: Duration) -> String {
-    format!("{:.2} ms", d.as_secs_f64() * 1000.0)
-}
-
-fn percentile(samples: &mut [Duration], p: f64) -> Duration {
-    samples.sort();
-    let index = ((samples.len() as f64 - 1.0) * p).round() as usize;
-    samples[index.min(samples.len() - 1)]
 }

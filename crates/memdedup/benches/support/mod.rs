@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+use std::time::Duration;
+
 /// A small deterministic generator (PCG-style LCG).
 pub struct Lcg(pub u64);
 
@@ -94,4 +96,24 @@ pub fn sentence(rng: &mut Lcg) -> String {
     let len = 12 + rng.below(9);
     let words: Vec<&str> = (0..len).map(|_| WORDS[rng.below(WORDS.len())]).collect();
     format!("{}.", words.join(" "))
+}
+
+/// A comma-separated list of numbers from the environment variable `name`, or `default`.
+pub fn list_env(name: &str, default: &[usize]) -> Vec<usize> {
+    std::env::var(name)
+        .ok()
+        .map(|s| s.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+        .unwrap_or_else(|| default.to_vec())
+}
+
+/// Milliseconds with two decimals.
+pub fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1000.0)
+}
+
+/// The `p` quantile (0..=1) of `samples`, sorting them.
+pub fn percentile(samples: &mut [Duration], p: f64) -> Duration {
+    samples.sort();
+    let index = ((samples.len() as f64 - 1.0) * p).round() as usize;
+    samples[index.min(samples.len() - 1)]
 }
