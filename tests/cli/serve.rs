@@ -1113,3 +1113,32 @@ fn curl_calls_are_parsed_from_the_examples() {
     let distinct: std::collections::BTreeSet<String> = (0..DISTINCT_LESSONS).map(|n| lesson(n).1).collect();
     assert_eq!(distinct.len(), DISTINCT_LESSONS);
 }
+
+/// Request logs at debug level carry request ids, methods, paths and node ids, never the
+/// text of a memory or fact.
+#[tokio::test]
+async fn serve_logs_carry_request_ids_and_no_memory_text() {
+    require_model();
+    let (_dir, db) = sqlite_db();
+    let server = Server::start(&["-vv", "--db", &db, "serve", "--addr", "127.0.0.1:0"], &[]);
+    let http = client();
+    let (title, body) = ("Zanzibar ferry lesson", "Quokka marmalade tastes best before the ferry leaves");
+    for _ in 0..2 {
+        let (status, reply) = call(http.post(server.url("/v1/nodes")).json(&lesson_body(title, body, "default"))).await;
+        assert!(status == 201 || status == 200, "{reply}");
+    }
+    let check = json!({"title": title, "content": body, "subtype": "custom:lesson"});
+    let (status, _) = call(http.post(server.url("/v1/nodes/check-similar")).json(&check)).await;
+    assert_eq!(status, 200);
+    let fact = json!({"content": "Collects quokka marmalade jars", "category": "preference", "confidence": 0.9});
+    let (status, _) = call(http.post(server.url("/v1/facts")).json(&fact)).await;
+    assert_eq!(status, 201);
+    let (status, stderr) = server.stop("TERM");
+    assert!(status.success(), "{stderr}");
+    assert!(stderr.contains("request_id="), "request spans carry ids:\n{stderr}");
+    assert!(stderr.contains("/v1/nodes/check-similar"), "paths are logged:\n{stderr}");
+    assert!(stderr.contains("duplicate node not created"), "the verdict is logged:\n{stderr}");
+    for secret in ["Quokka", "quokka", "Zanzibar", "marmalade"] {
+        assert!(!stderr.contains(secret), "{secret:?} leaked into the logs:\n{stderr}");
+    }
+}
