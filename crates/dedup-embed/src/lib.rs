@@ -16,6 +16,7 @@
 //! thread.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
+#[cfg(feature = "batching")]
 mod batching;
 mod error;
 #[cfg(feature = "local")]
@@ -25,6 +26,7 @@ mod model_dir;
 mod openai;
 
 use async_trait::async_trait;
+#[cfg(feature = "batching")]
 pub use batching::BatchingEmbedder;
 pub use dedup_core::Embedding;
 pub use error::{Error, Result};
