@@ -12,10 +12,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use memdedup::{
-    DbLocation, DeduplicationConfig, DeduplicationService, Embedder, Embedding, LocalEmbedder, ModelDir, NewMemory,
-    Scope, Store, StoreOptions,
+    DbLocation, DeduplicationConfig, DeduplicationService, Embedder, LocalEmbedder, ModelDir, NewMemory, Scope, Store,
+    StoreOptions,
 };
-use support::{Lcg, list_env, ms, percentile, sentence};
+use support::{Lcg, fill_synthetic, list_env, ms, percentile, sentence};
 
 const QUERIES: usize = 200;
 
@@ -44,19 +44,11 @@ async fn bench_size(n: usize, embedder: Arc<dyn Embedder>) {
     let store = Arc::new(Store::open(&location, &StoreOptions::default()).await.expect("store opens"));
     let scope = Scope::namespace("learnings").expect("valid namespace");
     let model = embedder.model_id().to_owned();
-    let dims = embedder.dims();
     let mut rng = Lcg(n as u64);
-    let fill_started = Instant::now();
-    for i in 0..n {
-        let vector: Vec<f32> = (0..dims).map(|_| rng.unit()).collect();
-        let memory = NewMemory::new(scope.clone(), format!("stored memory {i}: {}", sentence(&mut rng)));
-        let vector = memdedup::crates::store::StoredVector {
-            model: model.clone(),
-            embedding: Embedding::new(vector).expect("random vector"),
-        };
-        store.insert_checked(memory, Some(vector), None).await.expect("insert");
-    }
-    let fill = fill_started.elapsed();
+    let fill = fill_synthetic(&store, embedder.as_ref(), n, &mut rng, |i, text| {
+        NewMemory::new(scope.clone(), format!("stored memory {i}: {text}"))
+    })
+    .await;
     let service = DeduplicationService::new(store.clone(), embedder, DeduplicationConfig::default());
     // The first search loads the scope's index; that is a one-off per process.
     let load_started = Instant::now();

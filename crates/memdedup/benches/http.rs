@@ -13,8 +13,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use dedup_server::{AppState, ServerConfig};
-use memdedup::{DbLocation, Embedder, Embedding, LocalEmbedder, ModelDir, NewMemory, Scope, Store, StoreOptions};
-use support::{Lcg, list_env, ms, percentile, sentence};
+use memdedup::{DbLocation, Embedder, LocalEmbedder, ModelDir, NewMemory, Scope, Store, StoreOptions};
+use support::{Lcg, fill_synthetic, list_env, ms, percentile, sentence};
 
 /// Requests per client, after a warm-up.
 const REQUESTS_PER_CLIENT: usize = 50;
@@ -43,22 +43,13 @@ async fn bench_size(n: usize, clients: &[usize], embedder: Arc<dyn Embedder>) {
     let location = DbLocation::Sqlite(dir.path().join("bench.db"));
     let store = Arc::new(Store::open(&location, &StoreOptions::default()).await.expect("store opens"));
     let scope = Scope::namespace("default").expect("valid namespace");
-    let model = embedder.model_id().to_owned();
-    let dims = embedder.dims();
     let mut rng = Lcg(n as u64);
-    let fill_started = Instant::now();
-    for i in 0..n {
-        let vector: Vec<f32> = (0..dims).map(|_| rng.unit()).collect();
-        let memory = NewMemory::new(scope.clone(), format!("stored lesson {i}: {}", sentence(&mut rng)))
+    let fill = fill_synthetic(&store, embedder.as_ref(), n, &mut rng, |i, text| {
+        NewMemory::new(scope.clone(), format!("stored lesson {i}: {text}"))
             .with_kind("custom:lesson")
-            .with_title(format!("lesson {i}"));
-        let vector = memdedup::crates::store::StoredVector {
-            model: model.clone(),
-            embedding: Embedding::new(vector).expect("random vector"),
-        };
-        store.insert_checked(memory, Some(vector), None).await.expect("insert");
-    }
-    let fill = fill_started.elapsed();
+            .with_title(format!("lesson {i}"))
+    })
+    .await;
 
     let config = ServerConfig { addr: "127.0.0.1:0".parse().expect("address"), ..ServerConfig::default() };
     // As `memdedup serve` does: concurrent requests share inference batches.

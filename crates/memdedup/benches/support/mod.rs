@@ -117,3 +117,26 @@ pub fn percentile(samples: &mut [Duration], p: f64) -> Duration {
     let index = ((samples.len() as f64 - 1.0) * p).round() as usize;
     samples[index.min(samples.len() - 1)]
 }
+
+/// Stores `n` memories made by `make(i, sentence)` in `scope`, each with a random unit
+/// vector under `embedder`'s model id (so every search of that model scans them all),
+/// one insert at a time. Returns how long it took.
+pub async fn fill_synthetic(
+    store: &memdedup::Store,
+    embedder: &dyn memdedup::Embedder,
+    n: usize,
+    rng: &mut Lcg,
+    make: impl Fn(usize, String) -> memdedup::NewMemory,
+) -> Duration {
+    let started = std::time::Instant::now();
+    for i in 0..n {
+        let vector: Vec<f32> = (0..embedder.dims()).map(|_| rng.unit()).collect();
+        let memory = make(i, sentence(rng));
+        let vector = memdedup::crates::store::StoredVector {
+            model: embedder.model_id().to_owned(),
+            embedding: memdedup::Embedding::new(vector).expect("random vector"),
+        };
+        store.insert_checked(memory, Some(vector), None).await.expect("insert");
+    }
+    started.elapsed()
+}
