@@ -118,9 +118,9 @@ pub fn percentile(samples: &mut [Duration], p: f64) -> Duration {
     samples[index.min(samples.len() - 1)]
 }
 
-/// Stores `n` memories made by `make(i, sentence)` in `scope`, each with a random unit
-/// vector under `embedder`'s model id (so every search of that model scans them all),
-/// one insert at a time. Returns how long it took.
+/// Stores `n` memories made by `make(i, sentence)`, each with a random unit vector
+/// under `embedder`'s model id (so every search of that model in their scope scans them
+/// all), one insert at a time. Returns how long it took.
 pub async fn fill_synthetic(
     store: &memdedup::Store,
     embedder: &dyn memdedup::Embedder,
