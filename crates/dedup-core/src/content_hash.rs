@@ -6,8 +6,9 @@ use sha2::{Digest, Sha256};
 
 /// SHA-256 of a text after [`normalize_content`], as 64 lowercase hex digits.
 ///
-/// Two texts that differ only in case, in leading or trailing whitespace, or in the kind
-/// and amount of whitespace between words have the same hash. This is the key of exact
+/// Two texts that differ only in case, in leading or trailing whitespace, in the kind
+/// and amount of whitespace between words, or in invisible zero-width characters
+/// (U+200B, U+200C, U+200D, U+2060, U+FEFF) have the same hash. This is the key of exact
 /// duplicate detection (seed 004's `ExactMatchChecker`). Logs show only
 /// [`ContentHash::fingerprint`], never the text.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
@@ -67,15 +68,28 @@ impl fmt::Display for ContentHash {
     }
 }
 
+/// Characters [`normalize_content`] drops: zero-width space, non-joiner and joiner, word
+/// joiner, and the zero-width no-break space (U+FEFF, also the byte-order mark). They are
+/// invisible, so a text carrying one reads as an exact duplicate of the text without it.
+const ZERO_WIDTH: [char; 5] = ['\u{200b}', '\u{200c}', '\u{200d}', '\u{2060}', '\u{feff}'];
+
 /// Seed 004's normalisation: trim, lowercase, and collapse every run of whitespace to
-/// one space.
+/// one space; also drop the invisible zero-width characters U+200B, U+200C,
+/// U+200D, U+2060 and U+FEFF (a byte-order mark), wherever they are.
+///
+/// Memories stored before zero-width characters were dropped keep the hash they were
+/// stored with; only texts containing one of them hash differently than they used to.
 pub fn normalize_content(content: &str) -> String {
     let mut out = String::with_capacity(content.len());
     for word in content.split_whitespace() {
+        let mut visible = word.chars().filter(|c| !ZERO_WIDTH.contains(c)).peekable();
+        if visible.peek().is_none() {
+            continue;
+        }
         if !out.is_empty() {
             out.push(' ');
         }
-        out.extend(word.chars().flat_map(char::to_lowercase));
+        out.extend(visible.flat_map(char::to_lowercase));
     }
     out
 }
@@ -88,6 +102,22 @@ mod tests {
     fn normalisation_trims_lowercases_and_collapses_whitespace() {
         assert_eq!(normalize_content("  Use\tPostgreSQL \n\n for  STORAGE "), "use postgresql for storage");
         assert_eq!(normalize_content(" \t\n"), "");
+    }
+
+    #[test]
+    fn defect_11_zero_width_characters_and_bom_do_not_make_a_text_new() {
+        let plain = ContentHash::of("Use PostgreSQL for storage");
+        for disguised in [
+            "\u{feff}Use PostgreSQL for storage",
+            "Use Postgre\u{200b}SQL for storage",
+            "Use \u{200c}\u{200d} PostgreSQL\u{2060} for storage\u{feff}",
+            "Use \u{200b} PostgreSQL for storage",
+        ] {
+            assert_eq!(ContentHash::of(disguised), plain, "{disguised:?}");
+        }
+        assert_eq!(normalize_content("\u{200b}\u{feff}"), "");
+        // Raw hashes (embedding caches) still see every character.
+        assert_ne!(ContentHash::of_raw("a\u{200b}b"), ContentHash::of_raw("ab"));
     }
 
     #[test]

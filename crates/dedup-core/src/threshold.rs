@@ -27,7 +27,9 @@ impl Threshold {
     /// Resolves the threshold in force: `explicit` if given, else the value of
     /// [`THRESHOLD_ENV_VAR`] read from the process environment, else [`DEFAULT_THRESHOLD`].
     ///
-    /// An environment value that does not parse as a number is ignored with a warning.
+    /// An environment value that does not parse as a number is ignored with a warning;
+    /// one outside `[0, 1]` is clamped with a warning naming the variable, the value and
+    /// the bound used, since a clamped 0 merges everything and a clamped 1 nothing.
     pub fn resolve(explicit: Option<f64>) -> Self {
         Self::resolve_with(explicit, std::env::var(THRESHOLD_ENV_VAR).ok().as_deref())
     }
@@ -45,7 +47,18 @@ impl Threshold {
                 .map_err(|e| e.to_string())
                 .and_then(|v| Self::new(v).map_err(|e| e.to_string()))
             {
-                Ok(value) => return value,
+                Ok(value) => {
+                    if raw.trim().parse::<f64>().is_ok_and(|given| given != value.get()) {
+                        tracing::warn!(
+                            variable = THRESHOLD_ENV_VAR,
+                            value = raw,
+                            clamped = value.get(),
+                            "threshold from the environment is outside [0, 1]; clamped to {}",
+                            value.get()
+                        );
+                    }
+                    return value;
+                }
                 Err(reason) => tracing::warn!(
                     variable = THRESHOLD_ENV_VAR,
                     value = raw,
@@ -97,6 +110,14 @@ mod tests {
         assert_eq!(Threshold::new(-0.2).unwrap().get(), 0.0);
         assert_eq!(Threshold::resolve_with(None, Some("7")).get(), 1.0);
         assert_eq!(Threshold::resolve_with(Some(-3.0), None).get(), 0.0);
+    }
+
+    #[test]
+    fn defect_11_out_of_range_env_threshold_is_clamped() {
+        // The warning itself is checked end to end by the CLI suite.
+        assert_eq!(Threshold::resolve_with(None, Some("-1")).get(), 0.0);
+        assert_eq!(Threshold::resolve_with(None, Some(" 1e9 ")).get(), 1.0);
+        assert_eq!(Threshold::resolve_with(None, Some("1.0")).get(), 1.0);
     }
 
     #[test]
