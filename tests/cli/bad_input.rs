@@ -170,3 +170,26 @@ fn unknown_subcommand_is_a_usage_error() {
     memdedup().arg("frobnicate").assert().code(2).stderr(contains("frobnicate"));
     memdedup().args(["playbook", "frobnicate"]).assert().code(2).stderr(contains("frobnicate"));
 }
+
+#[test]
+fn defect_4_duplicate_keys_in_a_playbook_are_an_error_naming_key_and_line() {
+    let sections =
+        b"{\"sections\": {\n  \"OTHERS\": [{\"name\": \"keep-me\", \"text\": \"keep me\"}],\n  \"OTHERS\": []\n}}\n";
+    let stderr = playbook_dedup_error(sections);
+    assert_mentions(&stderr, "invalid playbook at sections.OTHERS: duplicate key \"OTHERS\" at line 3");
+
+    let top = b"{\"sections\": {\"OTHERS\": []},\n \"sections\": {}}\n";
+    assert_mentions(&playbook_dedup_error(top), "invalid playbook at sections: duplicate key \"sections\" at line 2");
+
+    let entry = b"{\"sections\": {\"OTHERS\": [{\"name\": \"a\",\n \"text\": \"a\", \"text\": \"b\"}]}}\n";
+    assert_mentions(
+        &playbook_dedup_error(entry),
+        "invalid playbook at sections.OTHERS[0].text: duplicate key \"text\" at line 2",
+    );
+
+    // --in-place must leave such a file exactly as it was.
+    let (dir, file) = temp_file("playbook.json", sections);
+    memdedup().args(["playbook", "dedup", "--in-place"]).arg(&file).assert().code(1).stdout("");
+    assert_eq!(std::fs::read(&file).unwrap(), sections.to_vec());
+    assert_eq!(dir_listing(dir.path()), ["playbook.json"]);
+}

@@ -5,6 +5,7 @@ mod facts;
 mod help;
 mod memory;
 mod model_unavailable;
+mod output_files;
 mod playbook;
 mod scan;
 mod serve;

@@ -153,6 +153,26 @@ fn capture_with_a_bad_line_stores_nothing() {
 }
 
 #[test]
+fn defect_3_capture_validates_every_line_first() {
+    let (_dir, db) = sqlite_db();
+    let good = "{\"content\": \"a perfectly fine memory\", \"namespace\": \"decisions\"}";
+    let long_title = format!("{{\"content\": \"b\", \"title\": \"{}\"}}", "t".repeat(70_000));
+    let cases = [
+        ("{\"content\": \"b\", \"kind\": \"not a kind\"}".to_owned(), "invalid kind \"not a kind\""),
+        (long_title, "invalid title: is 70000 bytes"),
+        ("{\"content\": \"b\", \"title\": \"a\\u0000b\"}".to_owned(), "invalid title: must not contain NUL"),
+        ("{\"content\": \"a\\u0000b\"}".to_owned(), "invalid content: must not contain NUL"),
+    ];
+    for (bad, message) in cases {
+        let input = format!("{good}\n{bad}\n");
+        let assert = memdedup().args(["--db", &db, "capture"]).write_stdin(input).assert().code(2).stdout("");
+        let stderr = text(&assert.get_output().stderr);
+        assert!(stderr.contains(&format!("<stdin>: line 2: {message}")), "{stderr}");
+        assert!(!Path::new(&db).exists(), "line 1 was not stored: {message}");
+    }
+}
+
+#[test]
 fn bad_input_is_refused_with_a_clear_message() {
     let (dir, db) = sqlite_db();
     let cases: [(&[&str], i32, &str); 4] = [

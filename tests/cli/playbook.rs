@@ -356,3 +356,17 @@ fn out_of_range_threshold_env_var_is_clamped() {
     assert_eq!(report["threshold"], 1.0);
     assert_eq!(report["merged"], json!([]));
 }
+
+#[test]
+fn defect_11_out_of_range_threshold_env_var_warns_when_clamped() {
+    require_model();
+    let (report, stderr) = dry_run_report_with_env("-1", &[]);
+    assert_eq!(report["threshold"], 0.0, "clamped as the seed says");
+    assert!(
+        stderr.contains(THRESHOLD_ENV_VAR) && stderr.contains("-1"),
+        "the warning names the variable and value:\n{stderr}"
+    );
+    assert!(stderr.contains("clamped to 0"), "the warning names the value used:\n{stderr}");
+    let (_, stderr) = dry_run_report_with_env("0.9", &[]);
+    assert!(!stderr.contains("clamped"), "an in-range value is not warned about:\n{stderr}");
+}

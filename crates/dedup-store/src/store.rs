@@ -507,15 +507,30 @@ pub(crate) struct PreparedMemory {
 
 impl PreparedMemory {
     fn new(memory: NewMemory) -> Result<PreparedMemory> {
-        validate_kind(&memory.kind)?;
-        validate_text("content", &memory.content, MAX_CONTENT_BYTES)?;
-        if let Some(title) = &memory.title {
-            validate_text("title", title, MAX_TITLE_BYTES)?;
-        }
-        let metadata_json = metadata_json(&memory.metadata)?;
+        let metadata_json = validated_metadata_json(&memory)?;
         let hash = ContentHash::of(&memory.content);
         Ok(PreparedMemory { memory, hash, metadata_json, now: now() })
     }
+}
+
+impl Store {
+    /// Checks `memory` as every insert does, without a database: a valid kind; content
+    /// not blank, at most [`MAX_CONTENT_BYTES`], no NUL; title at most 1 KiB, no NUL;
+    /// metadata without NUL. Callers storing a batch use it to reject the whole batch
+    /// before writing any of it.
+    pub fn validate_memory(memory: &NewMemory) -> Result<()> {
+        validated_metadata_json(memory).map(drop)
+    }
+}
+
+/// The checks of [`Store::validate_memory`], returning the metadata as stored.
+fn validated_metadata_json(memory: &NewMemory) -> Result<String> {
+    validate_kind(&memory.kind)?;
+    validate_text("content", &memory.content, MAX_CONTENT_BYTES)?;
+    if let Some(title) = &memory.title {
+        validate_text("title", title, MAX_TITLE_BYTES)?;
+    }
+    metadata_json(&memory.metadata)
 }
 
 /// Checks content or a title: not blank (content only), not too long, no NUL.

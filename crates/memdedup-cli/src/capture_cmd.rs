@@ -1,6 +1,7 @@
 //! `memdedup capture`: check and store candidate memories, print PreCompact hook output.
 
-use anyhow::{Result, bail};
+use anyhow::Result;
+use memdedup::crates::store::Store;
 use memdedup::{AddOutcome, DuplicateReason, NewMemory, Scope};
 use serde::Deserialize;
 use serde_json::json;
@@ -83,10 +84,17 @@ fn parse_candidates(text: &str, name: &str) -> Result<Vec<NewMemory>> {
         if let Some(title) = candidate.title {
             memory = memory.with_title(title);
         }
+        // Everything the store would refuse at insert time (kind, title, NUL, …) is
+        // refused here, so no candidate is stored before a later one fails.
+        Store::validate_memory(&memory).map_err(|e| at(e.to_string()))?;
         memories.push(memory);
     }
     if memories.len() > MAX_CANDIDATES {
-        bail!("{name}: {} candidates, more than the {MAX_CANDIDATES} one capture takes", memories.len());
+        return Err(UsageError(format!(
+            "{name}: {} candidates, more than the {MAX_CANDIDATES} one capture takes",
+            memories.len()
+        ))
+        .into());
     }
     Ok(memories)
 }
@@ -178,6 +186,24 @@ mod tests {
         assert!(err.contains("line 1: invalid namespace \"bad ns\""), "{err}");
         let err = parse_candidates("{\"content\":\"  \"}\n", "in").unwrap_err().to_string();
         assert!(err.contains("line 1: `content` is empty"), "{err}");
+    }
+
+    #[test]
+    fn defect_3_capture_validates_every_line_first() {
+        let err = |line2: &str| {
+            let text = format!("{{\"content\":\"fine\"}}\n{line2}\n");
+            let e = parse_candidates(&text, "in").unwrap_err();
+            assert!(e.downcast_ref::<UsageError>().is_some(), "{e} is a usage error");
+            e.to_string()
+        };
+        let bad_kind = err("{\"content\":\"b\",\"kind\":\"no kind\"}");
+        assert!(bad_kind.starts_with("in: line 2: invalid kind"), "{bad_kind}");
+        let long_title = err(&format!("{{\"content\":\"b\",\"title\":\"{}\"}}", "t".repeat(70_000)));
+        assert!(long_title.starts_with("in: line 2: ") && long_title.contains("title"), "{long_title}");
+        let nul_title = err("{\"content\":\"b\",\"title\":\"a\\u0000b\"}");
+        assert!(nul_title.starts_with("in: line 2: ") && nul_title.contains("NUL"), "{nul_title}");
+        let nul_content = err("{\"content\":\"a\\u0000b\"}");
+        assert!(nul_content.starts_with("in: line 2: ") && nul_content.contains("NUL"), "{nul_content}");
     }
 
     #[test]

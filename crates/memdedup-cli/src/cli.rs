@@ -188,10 +188,11 @@ pub(crate) struct PlaybookDedupArgs {
     /// Cosine threshold in [0, 1] (default: $AGENTIC_CONTEXT_DEDUP_THRESHOLD, else 0.85).
     #[arg(long, value_parser = parse_threshold)]
     pub threshold: Option<f64>,
-    /// Write the deduplicated playbook here (atomically).
+    /// Write the deduplicated playbook here (a regular file atomically, through a
+    /// symlink to its target; a pipe or device directly).
     #[arg(short, long, value_name = "OUT", conflicts_with = "in_place")]
     pub output: Option<PathBuf>,
-    /// Replace FILE (atomically).
+    /// Replace FILE (atomically; a symlink's target is replaced, the link kept).
     #[arg(long)]
     pub in_place: bool,
     /// Report what would merge; write nothing.

@@ -3,7 +3,8 @@
 //!
 //! Exit codes: 0 success, 1 failure (bad input, model unavailable, I/O), 2 usage error.
 //! Data goes to stdout (`--json` prints exactly one JSON document); progress, warnings and
-//! errors go to stderr. Nothing is written on any error: files are replaced atomically.
+//! errors go to stderr. Nothing is written on any error: regular files are replaced
+//! atomically (pipes and devices are written directly).
 
 mod capture_cmd;
 mod cli;

@@ -9,7 +9,7 @@ use serde_json::json;
 use crate::UsageError;
 use crate::cli::{GlobalArgs, PlaybookDedupArgs};
 use crate::input::{display_name, read_text, without_bom};
-use crate::output::{emit, plural, score, write_atomically};
+use crate::output::{emit, plural, score, write_output};
 use crate::progress::embedding_bar;
 
 /// Where the deduplicated playbook goes.
@@ -75,7 +75,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: &PlaybookDedupArgs) -> Result
     };
     let written = match &destination {
         Destination::File(path) => {
-            write_atomically(path, &output_text)?;
+            write_output(path, &output_text)?;
             Some(path.display().to_string())
         }
         Destination::Stdout => {
