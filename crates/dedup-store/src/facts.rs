@@ -97,7 +97,7 @@ impl FactUpdate {
 }
 
 /// What [`Store::add_fact`](crate::Store::add_fact) did. Serialises as an object tagged
-/// by `outcome`: `added`, `duplicate` or `low_confidence`.
+/// by `outcome`: `added`, `duplicate`, `outranked` or `low_confidence`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum FactOutcome {
@@ -114,6 +114,17 @@ pub enum FactOutcome {
     Duplicate {
         /// That fact, unchanged.
         existing: Fact,
+    },
+    /// The scope holds `max_facts` facts and every one this fact would displace has a
+    /// higher confidence: keeping it would drop a better fact, so nothing was written.
+    Outranked {
+        /// The fact's confidence.
+        confidence: f64,
+        /// The lowest confidence a fact of the scope would need to beat (the highest
+        /// among those it would have displaced).
+        lowest_kept: f64,
+        /// The policy's limit.
+        max_facts: usize,
     },
     /// The confidence is below the policy's threshold; nothing was written.
     LowConfidence {

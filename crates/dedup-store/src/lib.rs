@@ -33,7 +33,7 @@ pub use index::VectorIndex;
 pub use location::{DATABASE_URL_ENV_VAR, DbLocation, MEMDEDUP_HOME_ENV_VAR};
 pub use memory::{
     Edge, InsertOutcome, Lifecycle, ListFilter, MAX_CONTENT_BYTES, Memory, MemoryId, MemoryUpdate, NamespaceStats,
-    Neighbour, NewMemory, SearchFilter, StoreStats, StoredVector,
+    Neighbour, NewMemory, SearchFilter, StoreStats, StoredVector, titled_text,
 };
 pub use scope::{DEFAULT_DOMAIN, DEFAULT_NAMESPACE, Scope};
-pub use store::{Store, StoreOptions};
+pub use store::{RecentCapture, Store, StoreOptions};

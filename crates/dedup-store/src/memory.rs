@@ -1,5 +1,6 @@
 //! Memories and the values the store API takes and returns.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
@@ -119,6 +120,9 @@ pub struct Memory {
     /// Whether its text is kept unique in its scope (false for kinds that may repeat, see
     /// [`NewMemory::allow_repeats`]).
     pub unique_content: bool,
+    /// Whether its vector embeds the title with the content (see
+    /// [`NewMemory::embed_title`] and [`Memory::embedding_text`]).
+    pub embeds_title: bool,
     /// When it was stored.
     pub created_at: DateTime<Utc>,
     /// When it last changed.
@@ -129,6 +133,30 @@ impl Memory {
     /// Its URN: `memdedup://{domain}/{namespace}/{id}`.
     pub fn urn(&self) -> String {
         self.scope.urn(self.id)
+    }
+
+    /// The text its vector embeds: [`titled_text`] of the title and content when it
+    /// [`embeds_title`](Memory::embeds_title), else the content alone. A backfill embeds
+    /// this, so a vector computed later matches one its writer would have stored.
+    pub fn embedding_text(&self) -> Cow<'_, str> {
+        match (&self.title, self.embeds_title) {
+            (Some(title), true) => Cow::Owned(titled_text(title, &self.content)),
+            _ => Cow::Borrowed(&self.content),
+        }
+    }
+}
+
+/// The text a titled memory is embedded as: `"{title}. {body}"`, without the added period
+/// when the title already ends a sentence (`.`, `!`, `?`, `:`), and the body alone when the
+/// title is blank.
+pub fn titled_text(title: &str, body: &str) -> String {
+    let title = title.trim();
+    if title.is_empty() {
+        body.to_owned()
+    } else if title.ends_with(['.', '!', '?', ':']) {
+        format!("{title} {body}")
+    } else {
+        format!("{title}. {body}")
     }
 }
 
@@ -148,6 +176,9 @@ pub struct NewMemory {
     /// Whether an equal text already live in the scope makes this one a duplicate (the
     /// default). See [`NewMemory::allow_repeats`].
     pub unique_content: bool,
+    /// Whether the vector stored with it embeds [`titled_text`] of its title and content
+    /// rather than the content alone (false by default). See [`NewMemory::embed_title`].
+    pub embeds_title: bool,
 }
 
 impl NewMemory {
@@ -160,6 +191,7 @@ impl NewMemory {
             content: content.into(),
             metadata: serde_json::Map::new(),
             unique_content: true,
+            embeds_title: false,
         }
     }
 
@@ -168,6 +200,14 @@ impl NewMemory {
     /// definition (seed 001's episodes, signals, trades).
     pub fn allow_repeats(mut self) -> NewMemory {
         self.unique_content = false;
+        self
+    }
+
+    /// Records that the vector stored with this memory embeds [`titled_text`] of its title
+    /// and content (as the HTTP service's nodes do), so that a later backfill embeds the
+    /// same text ([`Memory::embedding_text`]).
+    pub fn embed_title(mut self) -> NewMemory {
+        self.embeds_title = true;
         self
     }
 
@@ -314,6 +354,9 @@ pub struct ListFilter {
     pub after: Option<MemoryId>,
     /// At most this many (0 means no limit).
     pub limit: usize,
+    /// Only live memories that have no vector (stored while the embedder was down), for a
+    /// backfill.
+    pub without_vector: bool,
 }
 
 /// Counts for one scope.
@@ -327,6 +370,9 @@ pub struct NamespaceStats {
     pub live: u64,
     /// Deprecated memories.
     pub deprecated: u64,
+    /// Live memories without a vector (stored while the embedder was down): invisible to
+    /// semantic checks until a backfill embeds them.
+    pub unembedded: u64,
     /// Duplicates skipped in this scope, by reason ("exact", "semantic", "recent").
     pub skipped: BTreeMap<String, u64>,
 }

@@ -24,6 +24,10 @@ use crate::{
 mod shared;
 #[macro_use]
 mod facts;
+#[macro_use]
+mod upkeep;
+
+pub use upkeep::RecentCapture;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[cfg(feature = "sqlite")]
@@ -68,6 +72,7 @@ pub struct Store {
     backend: Backend,
     indexes: IndexRegistry,
     busy_timeout: Duration,
+    store_id: String,
 }
 
 enum Backend {
@@ -123,12 +128,23 @@ impl Store {
                 });
             }
         };
-        tracing::debug!(location = %location, backend = location.backend(), "store opened");
+        let store_id = match &backend {
+            #[cfg(feature = "sqlite")]
+            Backend::Sqlite(b) => b.store_id().await,
+            #[cfg(feature = "postgres")]
+            Backend::Postgres(b) => b.store_id().await,
+        }
+        .map_err(|e| match e {
+            Error::Database(source) => open_error(location, options.busy_timeout, source),
+            other => other,
+        })?;
+        tracing::debug!(location = %location, backend = location.backend(), store_id, "store opened");
         Ok(Store {
             location: location.clone(),
             backend,
             indexes: IndexRegistry::default(),
             busy_timeout: options.busy_timeout,
+            store_id,
         })
     }
 
@@ -614,6 +630,7 @@ pub(crate) struct MemoryRecord {
     merged_into: Option<i64>,
     metadata: String,
     unique_content: bool,
+    embeds_title: bool,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
 }
@@ -654,6 +671,7 @@ impl TryFrom<MemoryRecord> for Memory {
             merged_into: row.merged_into.map(MemoryId::new),
             metadata,
             unique_content: row.unique_content,
+            embeds_title: row.embeds_title,
             created_at: row.created_at,
             updated_at: row.updated_at,
         })

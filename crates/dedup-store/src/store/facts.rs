@@ -46,8 +46,12 @@ impl Store {
     ///   [`fact_key`](dedup_core::fact_key) gives [`FactOutcome::Duplicate`] and changes
     ///   nothing;
     /// - else, when the scope holds `max_facts` facts (or more), the lowest-confidence ones
-    ///   (oldest first among equals) are deleted until one place is free, and the fact is
-    ///   stored with a new id `fact_` + 8 random hex digits: [`FactOutcome::Added`].
+    ///   (oldest first among equals) would be deleted until one place is free. If any of
+    ///   them has a higher confidence than the new fact, the new fact is the one left out:
+    ///   [`FactOutcome::Outranked`], nothing written. Otherwise they are deleted (the new
+    ///   fact, being the newest, wins a tie);
+    /// - the fact is stored with a new id `fact_` + 8 random hex digits:
+    ///   [`FactOutcome::Added`].
     ///
     /// Skips are logged at `info` with the content's fingerprint, never its text.
     pub async fn add_fact(&self, fact: NewFact, policy: &FactPolicy) -> Result<FactOutcome> {
@@ -79,6 +83,16 @@ impl Store {
             }
             FactOutcome::Duplicate { existing } => {
                 tracing::info!(fingerprint, existing = %existing.id, %scope, "duplicate fact skipped");
+            }
+            FactOutcome::Outranked { confidence, lowest_kept, max_facts } => {
+                tracing::info!(
+                    fingerprint,
+                    %scope,
+                    confidence,
+                    lowest_kept,
+                    max_facts,
+                    "fact skipped: the scope is full of facts with a higher confidence"
+                );
             }
             FactOutcome::LowConfidence { .. } => {}
         }
@@ -274,7 +288,7 @@ pub(super) struct FactRecord {
     namespace: String,
     content: String,
     category: String,
-    confidence: f64,
+    pub(super) confidence: f64,
     source: Option<String>,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
@@ -368,6 +382,16 @@ macro_rules! fact_queries {
                         .bind(excess)
                         .fetch_all(write.conn())
                         .await?;
+                        // The newcomer must rank above every fact it would push out (it
+                        // wins a tie, being the newest); else it is the one left out.
+                        let highest_victim = victims.iter().map(|v| v.confidence).fold(f64::NEG_INFINITY, f64::max);
+                        if new.confidence < highest_victim {
+                            return Ok(FactOutcome::Outranked {
+                                confidence: new.confidence,
+                                lowest_kept: highest_victim,
+                                max_facts: policy.max_facts,
+                            });
+                        }
                         for victim in victims {
                             sqlx::query("DELETE FROM facts WHERE id = $1")
                                 .bind(&victim.id)

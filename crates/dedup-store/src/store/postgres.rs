@@ -126,3 +126,4 @@ async fn lock_scope(conn: &mut Conn, scope: &Scope) -> Result<()> {
 
 shared_queries!(PgBackend, json_param = "::jsonb");
 fact_queries!(PgBackend, json_param = "::jsonb");
+upkeep_queries!(PgBackend);

@@ -10,7 +10,7 @@ macro_rules! memory_columns {
     () => {
         "id, domain, namespace, kind, title, content, content_hash, lifecycle, helpful, harmful, \
          occurrence_count, dedup_verified, CAST(dedup_attempts AS BIGINT) AS dedup_attempts, dedup_last_error, \
-         deprecated, merged_into, CAST(metadata AS TEXT) AS metadata, unique_content, created_at, updated_at"
+         deprecated, merged_into, CAST(metadata AS TEXT) AS metadata, unique_content, embeds_title, created_at, updated_at"
     };
 }
 
@@ -113,9 +113,10 @@ macro_rules! shared_queries {
                     let memory = &prepared.memory;
                     let inserted: Option<i64> = sqlx::query_scalar(concat!(
                         "INSERT INTO memories (domain, namespace, kind, title, content, content_hash, metadata, \
-                         created_at, updated_at, change_seq, unique_content) VALUES ($1, $2, $3, $4, $5, $6, $7",
+                         created_at, updated_at, change_seq, unique_content, embeds_title) VALUES ($1, $2, $3, $4, \
+                         $5, $6, $7",
                         $json,
-                        ", $8, $8, $9, $10) ON CONFLICT (domain, namespace, content_hash) \
+                        ", $8, $8, $9, $10, $11) ON CONFLICT (domain, namespace, content_hash) \
                          WHERE NOT deprecated AND unique_content DO NOTHING RETURNING id"
                     ))
                     .bind(scope.domain())
@@ -128,6 +129,7 @@ macro_rules! shared_queries {
                     .bind(prepared.now)
                     .bind(version)
                     .bind(memory.unique_content)
+                    .bind(memory.embeds_title)
                     .fetch_optional(write.conn())
                     .await?;
                     let Some(id) = inserted.map(MemoryId::new) else {
@@ -346,8 +348,11 @@ macro_rules! shared_queries {
                     if let Some(lifecycle) = filter.lifecycle {
                         query.push(" AND lifecycle = ").push_bind(lifecycle.as_str());
                     }
-                    if !filter.include_deprecated {
+                    if !filter.include_deprecated || filter.without_vector {
                         query.push(" AND NOT deprecated");
+                    }
+                    if filter.without_vector {
+                        query.push(" AND NOT EXISTS (SELECT 1 FROM embeddings e WHERE e.memory_id = memories.id)");
                     }
                     if let Some(after) = filter.after {
                         query.push(" AND id > ").push_bind(after.get());
@@ -391,9 +396,12 @@ macro_rules! shared_queries {
 
                 /// Per-scope counts in (domain, namespace) order, and the cache size.
                 pub(in crate::store) async fn stats(&self) -> Result<(Vec<NamespaceStats>, u64)> {
-                    let counts: Vec<(String, String, i64, i64)> = sqlx::query_as(
+                    let counts: Vec<(String, String, i64, i64, i64)> = sqlx::query_as(
                         "SELECT domain, namespace, COUNT(*) FILTER (WHERE NOT deprecated), \
-                         COUNT(*) FILTER (WHERE deprecated) FROM memories GROUP BY domain, namespace",
+                         COUNT(*) FILTER (WHERE deprecated), \
+                         COUNT(*) FILTER (WHERE NOT deprecated AND NOT EXISTS \
+                             (SELECT 1 FROM embeddings e WHERE e.memory_id = memories.id)) \
+                         FROM memories GROUP BY domain, namespace",
                     )
                     .fetch_all(&self.pool)
                     .await?;
@@ -409,10 +417,11 @@ macro_rules! shared_queries {
                             .map_err(|_| Error::Corrupt { table, reason: format!("negative count {value}") })
                     };
                     let mut scopes: BTreeMap<(String, String), NamespaceStats> = BTreeMap::new();
-                    for (domain, namespace, live, deprecated) in counts {
+                    for (domain, namespace, live, deprecated, unembedded) in counts {
                         let stats = scope_entry(&mut scopes, domain, namespace);
                         stats.live = count("memories", live)?;
                         stats.deprecated = count("memories", deprecated)?;
+                        stats.unembedded = count("memories", unembedded)?;
                     }
                     for (domain, namespace, reason, skipped) in skips {
                         scope_entry(&mut scopes, domain, namespace)
@@ -492,13 +501,14 @@ macro_rules! shared_queries {
                     namespace,
                     live: 0,
                     deprecated: 0,
+                    unembedded: 0,
                     skipped: BTreeMap::new(),
                 })
             }
 
             /// Fails with `InvalidVector` when the live memories of `scope` (other than
             /// `except`) hold vectors of `vector`'s model with other dimensions.
-            async fn check_model_dims(
+            pub(super) async fn check_model_dims(
                 conn: &mut Conn,
                 scope: &Scope,
                 vector: &StoredVector,
@@ -563,7 +573,7 @@ macro_rules! shared_queries {
 
             /// Bumps the scope's watermark; call under the scope lock. Returns the new
             /// version, which the written rows get as their `change_seq`.
-            async fn bump_version(conn: &mut Conn, scope: &Scope) -> Result<i64> {
+            pub(super) async fn bump_version(conn: &mut Conn, scope: &Scope) -> Result<i64> {
                 let version: i64 = sqlx::query_scalar(
                     "INSERT INTO scope_state (domain, namespace, version) VALUES ($1, $2, 1) \
                      ON CONFLICT (domain, namespace) DO UPDATE SET version = scope_state.version + 1 \
@@ -577,7 +587,7 @@ macro_rules! shared_queries {
             }
 
             /// The scope of a memory and whether it is deprecated.
-            async fn scope_of(conn: &mut Conn, id: MemoryId) -> Result<Option<(Scope, bool)>> {
+            pub(super) async fn scope_of(conn: &mut Conn, id: MemoryId) -> Result<Option<(Scope, bool)>> {
                 let row: Option<(String, String, bool)> =
                     sqlx::query_as("SELECT domain, namespace, deprecated FROM memories WHERE id = $1")
                         .bind(id.get())

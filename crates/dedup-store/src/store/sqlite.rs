@@ -10,7 +10,7 @@ use std::sync::Arc;
 use dedup_core::{ContentHash, Embedding};
 use sqlx::migrate::Migrator;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{QueryBuilder, Sqlite, SqliteConnection, SqlitePool, Transaction};
+use sqlx::{Connection, QueryBuilder, Sqlite, SqliteConnection, SqlitePool, Transaction};
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
 use super::{CachedRecord, StoreOptions, decode_cached, migrate_error, open_error};
@@ -69,7 +69,7 @@ impl SqliteBackend {
             .connect_with(connect)
             .await
             .map_err(|e| open_error(location, options.busy_timeout, e))?;
-        MIGRATOR.run(&pool).await.map_err(|e| migrate_error(location, options.busy_timeout, e))?;
+        migrate(&pool, location, options).await?;
         Ok(SqliteBackend { pool, write_gate: Arc::new(Mutex::new(())) })
     }
 
@@ -105,6 +105,48 @@ impl SqliteBackend {
     }
 }
 
+/// Brings the schema up to date, safely when several processes open a new file at once.
+///
+/// sqlx's SQLite migrator takes no lock: two processes can both see a migration as
+/// pending and both apply it, and the second fails ("table memories already exists").
+/// So the migrations run inside one `BEGIN IMMEDIATE` transaction, which holds the
+/// database's write lock (waiting up to the busy timeout for it): the first process
+/// applies them, every later one finds them applied. Each migration becomes a savepoint
+/// of that transaction, so a failing migration still leaves nothing behind. A database
+/// that is already up to date is recognised by a plain read first, without the write lock.
+async fn migrate(pool: &SqlitePool, location: &DbLocation, options: &StoreOptions) -> Result<()> {
+    if up_to_date(pool).await {
+        return Ok(());
+    }
+    let mut conn = pool.acquire().await.map_err(|e| open_error(location, options.busy_timeout, e))?;
+    let mut tx = conn.begin_with("BEGIN IMMEDIATE").await.map_err(|e| open_error(location, options.busy_timeout, e))?;
+    // `run_direct` on the connection: `run` over `&mut` of a transaction makes the future
+    // not `Send` (its `Acquire` bound is higher-ranked).
+    MIGRATOR.run_direct(&mut *tx).await.map_err(|e| migrate_error(location, options.busy_timeout, e))?;
+    tx.commit().await.map_err(|e| open_error(location, options.busy_timeout, e))?;
+    Ok(())
+}
+
+/// Whether every migration of [`MIGRATOR`] is recorded as applied, with its checksum. Any
+/// error (no history table yet, say) means "not known to be", and the locked run decides.
+async fn up_to_date(pool: &SqlitePool) -> bool {
+    let applied: Vec<(i64, Vec<u8>)> =
+        match sqlx::query_as("SELECT version, checksum FROM _sqlx_migrations WHERE success ORDER BY version")
+            .fetch_all(pool)
+            .await
+        {
+            Ok(rows) => rows,
+            Err(_) => return false,
+        };
+    let expected: Vec<(i64, &[u8])> =
+        MIGRATOR.iter().filter(|m| m.migration_type.is_up_migration()).map(|m| (m.version, &*m.checksum)).collect();
+    applied.len() == expected.len()
+        && applied
+            .iter()
+            .zip(&expected)
+            .all(|((version, sum), (want_version, want_sum))| version == want_version && sum.as_slice() == *want_sum)
+}
+
 /// The scope lock: `BEGIN IMMEDIATE` already holds the whole database's write lock.
 async fn lock_scope(_conn: &mut Conn, _scope: &Scope) -> Result<()> {
     Ok(())
@@ -112,3 +154,4 @@ async fn lock_scope(_conn: &mut Conn, _scope: &Scope) -> Result<()> {
 
 shared_queries!(SqliteBackend, json_param = "");
 fact_queries!(SqliteBackend, json_param = "");
+upkeep_queries!(SqliteBackend);

@@ -168,6 +168,10 @@ async fn check(
 }
 
 backend_tests! {
+    async fn defect_1_concurrent_first_open_migrates_once(db) {
+        open_fresh_at_once(db, 5).await
+    }
+
     async fn concurrent_inserts_match_a_serial_run(db) {
         let store = Arc::new(db.open().await?);
         let s = scope("global", "busy");
@@ -192,4 +196,38 @@ backend_tests! {
         }
         Ok(())
     }
+}
+
+/// Handles opened at once on a database nobody has opened before, as hooks start several
+/// processes at once: each opens, migrates and writes without error.
+async fn open_fresh_at_once(db: &crate::support::TestDb, rounds: usize) -> anyhow::Result<()> {
+    const OPENERS: usize = 16;
+    for round in 0..rounds {
+        let fresh = crate::support::TestDb::new(db.backend()).await?;
+        let location = Arc::new(fresh.location.clone());
+        let barrier = Arc::new(tokio::sync::Barrier::new(OPENERS));
+        let mut tasks = JoinSet::new();
+        for i in 0..OPENERS {
+            let (location, barrier) = (Arc::clone(&location), Arc::clone(&barrier));
+            tasks.spawn(async move {
+                barrier.wait().await;
+                let store = Store::open(&location, &dedup_store::StoreOptions::default()).await?;
+                let id = crate::support::insert_text(&store, &scope("global", "hooks"), &format!("memory {i}")).await?;
+                store.close().await;
+                anyhow::Ok(id)
+            });
+        }
+        let mut failures = Vec::new();
+        while let Some(joined) = tasks.join_next().await {
+            if let Err(error) = joined? {
+                failures.push(format!("{error:#}"));
+            }
+        }
+        assert!(failures.is_empty(), "round {round}: {} of {OPENERS} openers failed: {failures:?}", failures.len());
+        let store = fresh.open().await?;
+        let listed = store.list(&ListFilter { namespace: Some("hooks".into()), ..ListFilter::default() }).await?;
+        assert_eq!(listed.len(), OPENERS, "round {round}");
+        store.close().await;
+    }
+    Ok(())
 }

@@ -311,6 +311,24 @@ backend_tests! {
         Ok(())
     }
 
+    async fn defect_10_full_scope_does_not_evict_a_better_fact(db) {
+        let store = db.open().await?;
+        let s = default_scope();
+        let policy = FactPolicy::new(0.5, 2)?;
+        added_with(&store, new_fact(&s, "Works at Acme", FactCategory::Context, 0.7), &policy).await?;
+        added_with(&store, new_fact(&s, "Lives in Berlin", FactCategory::Context, 0.9), &policy).await?;
+        // At the limit, a 0.55 newcomer would be the lowest: it is skipped, and says why.
+        let outcome = store.add_fact(new_fact(&s, "Likes jazz", FactCategory::Preference, 0.55), &policy).await?;
+        assert_eq!(outcome, FactOutcome::Outranked { confidence: 0.55, lowest_kept: 0.7, max_facts: 2 });
+        assert_eq!(serde_json::to_value(&outcome)?["outcome"], "outranked");
+        assert_eq!(contents(&store.list_facts(&s).await?), ["Lives in Berlin", "Works at Acme"]);
+        // A better newcomer still displaces the lowest.
+        let outcome = store.add_fact(new_fact(&s, "Likes tea", FactCategory::Preference, 0.8), &policy).await?;
+        let FactOutcome::Added { evicted, .. } = outcome else { bail!("expected an add, got {outcome:?}") };
+        assert_eq!(contents(&evicted), ["Works at Acme"]);
+        Ok(())
+    }
+
     async fn scenario_fact_count_exceeds_limit(db) {
         let store = db.open().await?;
         let s = default_scope();
@@ -330,10 +348,15 @@ backend_tests! {
         assert_eq!(contents(&store.list_facts(&s).await?), ["top 0.9", "new 0.8", "newer 0.7"]);
         assert_eq!(fact.content, "new 0.8");
 
-        // A new fact of lower confidence than all is still added; the lowest existing goes.
-        let FactOutcome::Added { evicted, .. } = add("low 0.6", 0.6).await? else { bail!("expected an add") };
+        // A new fact of lower confidence than all is not kept: it would evict a better one.
+        let outcome = add("low 0.6", 0.6).await?;
+        assert_eq!(outcome, FactOutcome::Outranked { confidence: 0.6, lowest_kept: 0.7, max_facts: 3 });
+        assert_eq!(contents(&store.list_facts(&s).await?), ["top 0.9", "new 0.8", "newer 0.7"]);
+
+        // A tie with the lowest goes to the newcomer: the older equal is evicted.
+        let FactOutcome::Added { evicted, .. } = add("low 0.7", 0.7).await? else { bail!("expected an add") };
         assert_eq!(evicted, vec![newer]);
-        assert_eq!(contents(&store.list_facts(&s).await?), ["top 0.9", "new 0.8", "low 0.6"]);
+        assert_eq!(contents(&store.list_facts(&s).await?), ["top 0.9", "new 0.8", "low 0.7"]);
 
         // A duplicate of a full scope evicts nothing.
         assert!(matches!(add("TOP 0.9", 1.0).await?, FactOutcome::Duplicate { .. }));
@@ -341,9 +364,9 @@ backend_tests! {
 
         // A lowered limit trims the scope down to it on the next add.
         let tight = FactPolicy::new(0.5, 1)?;
-        let outcome = store.add_fact(new_fact(&s, "only", FactCategory::Goal, 0.55), &tight).await?;
+        let outcome = store.add_fact(new_fact(&s, "only", FactCategory::Goal, 0.95), &tight).await?;
         let FactOutcome::Added { evicted, .. } = outcome else { bail!("expected an add") };
-        assert_eq!(contents(&evicted), ["low 0.6", "new 0.8", "top 0.9"]);
+        assert_eq!(contents(&evicted), ["low 0.7", "new 0.8", "top 0.9"]);
         assert_eq!(contents(&store.list_facts(&s).await?), ["only"]);
         Ok(())
     }
@@ -549,10 +572,15 @@ backend_tests! {
             tasks.spawn(async move { store.add_fact(fact, &policy).await });
         }
         while let Some(outcome) = tasks.join_next().await {
-            assert!(outcome??.added().is_some());
+            let outcome = outcome??;
+            assert!(matches!(outcome, FactOutcome::Added { .. } | FactOutcome::Outranked { .. }), "{outcome:?}");
         }
+        // Whatever the order of arrival, the ten best are the ones kept (the first fact,
+        // of confidence 0.9, among them).
         let facts = handles[0].list_facts(&s).await?;
-        assert_eq!(facts.len(), 10);
+        assert_eq!(facts[0].content.to_lowercase(), "likes concurrency");
+        let want: Vec<String> = (31..40u8).rev().map(|i| format!("fact {i}")).collect();
+        assert_eq!(contents(&facts[1..]), want);
         Ok(())
     }
 }

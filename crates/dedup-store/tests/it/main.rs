@@ -49,3 +49,4 @@ mod nodes;
 mod open_errors;
 mod search;
 mod support;
+mod upkeep;
