@@ -249,3 +249,16 @@ fn help_works_for_every_facts_command() {
     }
     memdedup().args(["facts", "--help"]).assert().success().stdout(contains("context"));
 }
+
+#[test]
+fn defect_11_context_max_tokens_zero_is_a_usage_error() {
+    let (_dir, db) = sqlite_db();
+    for budget in ["0", "1000001"] {
+        memdedup()
+            .args(["--db", &db, "facts", "context", "--max-tokens", budget])
+            .assert()
+            .code(2)
+            .stdout("")
+            .stderr(contains("is not in 1..=1000000"));
+    }
+}

@@ -355,3 +355,36 @@ fn playbook_dedup_db_reuses_cached_embeddings() {
         .success();
     assert_eq!(std::fs::read(&first_out).unwrap(), std::fs::read(&second_out).unwrap());
 }
+
+#[test]
+fn defect_11_show_rejects_urn_path_tricks() {
+    require_model();
+    let (_dir, db) = sqlite_db();
+    add(&db, "decisions", DECISION);
+    add(&db, "decisions", UNRELATED);
+    memdedup().args(["--db", &db, "show", "memdedup://global/decisions/2"]).assert().success();
+    for urn in
+        ["memdedup://global/decisions/1/../2", "memdedup://global/decisions/./2", "memdedup://global//decisions/2"]
+    {
+        let assert = memdedup().args(["--db", &db, "show", urn]).assert().code(2).stdout("");
+        let stderr = text(&assert.get_output().stderr);
+        assert!(stderr.contains(urn), "{urn}: {stderr}");
+    }
+}
+
+#[test]
+fn defect_11_add_stdin_drops_the_bom_and_zero_width_characters_do_not_make_a_text_new() {
+    require_model();
+    let (_dir, db) = sqlite_db();
+    let added = memdedup()
+        .args(["--db", &db, "add", "-", "-n", "decisions", "--json"])
+        .write_stdin(format!("\u{feff}{DECISION}"))
+        .assert()
+        .success();
+    let urn = json(&added.get_output().stdout)["urn"].as_str().expect("stored").to_owned();
+    assert_eq!(live_contents(&db, "decisions"), vec![DECISION.to_owned()], "no byte-order mark is stored");
+    let disguised = DECISION.replacen("PostgreSQL", "Postgre\u{200b}SQL", 1).replacen(' ', " \u{2060}", 1);
+    let again = add(&db, "decisions", &disguised);
+    assert_eq!(again["check"]["reason"], "ExactMatch", "{again}");
+    assert_eq!(again["check"]["matched_urn"], urn.as_str());
+}

@@ -14,7 +14,7 @@ use serde_json::json;
 
 use crate::UsageError;
 use crate::cli::{GlobalArgs, ScopeArgs};
-use crate::input::read_text;
+use crate::input::{read_text, without_bom};
 use crate::memory_cmd::{config_file, open_store, scope as parse_scope};
 use crate::output::{emit, snippet};
 
@@ -118,8 +118,8 @@ pub(crate) struct FactsDeleteArgs {
 pub(crate) struct FactsContextArgs {
     #[command(flatten)]
     pub scope: ScopeArgs,
-    /// The token budget.
-    #[arg(long, default_value_t = DEFAULT_MAX_TOKENS)]
+    /// The token budget, 1 to 1,000,000 (as the HTTP API).
+    #[arg(long, value_parser = parse_max_tokens, default_value_t = DEFAULT_MAX_TOKENS)]
     pub max_tokens: usize,
     /// Print `{"context": …, "tokens": …, "max_tokens": …}`.
     #[arg(long)]
@@ -266,9 +266,10 @@ async fn profile(store: &Store, scope: &Scope, args: &FactsProfileArgs) -> Resul
     emit(&format!("{}\n", serde_json::to_string_pretty(&profile)?))
 }
 
-/// The text argument, or stdin for `-`.
+/// The text argument, or stdin for `-` (without a leading byte-order mark, which is
+/// an encoding marker, not text).
 fn text_arg(text: &str) -> Result<String> {
-    if text == "-" { read_text(Path::new("-")) } else { Ok(text.to_owned()) }
+    if text == "-" { read_text(Path::new("-")).map(|t| without_bom(&t).to_owned()) } else { Ok(text.to_owned()) }
 }
 
 /// A finite number in [0, 1].
@@ -289,9 +290,31 @@ fn parse_max_facts(raw: &str) -> Result<usize, String> {
     }
 }
 
+/// Largest `--max-tokens`, the bound `GET /v1/facts/context` applies too.
+const MAX_CONTEXT_TOKENS: usize = 1_000_000;
+
+/// A token budget in `1..=MAX_CONTEXT_TOKENS`: an empty budget gives no context at all,
+/// which is a mistake, not a request.
+fn parse_max_tokens(raw: &str) -> Result<usize, String> {
+    match raw.trim().parse::<usize>() {
+        Ok(n) if (1..=MAX_CONTEXT_TOKENS).contains(&n) => Ok(n),
+        Ok(n) => Err(format!("{n} is not in 1..={MAX_CONTEXT_TOKENS}")),
+        Err(_) => Err(format!("`{raw}` is not a whole number")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn defect_11_max_tokens_zero_is_refused_as_over_http() {
+        assert_eq!(parse_max_tokens("2000"), Ok(2000));
+        assert_eq!(parse_max_tokens("1000000"), Ok(MAX_CONTEXT_TOKENS));
+        assert_eq!(parse_max_tokens("0"), Err("0 is not in 1..=1000000".to_owned()));
+        assert!(parse_max_tokens("1000001").is_err());
+        assert!(parse_max_tokens("-1").unwrap_err().contains("not a whole number"));
+    }
 
     #[test]
     fn unit_values_are_validated() {

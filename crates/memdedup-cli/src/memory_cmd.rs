@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::UsageError;
 use crate::cli::{AddArgs, CheckArgs, GlobalArgs, JsonArgs, ListArgs, ScopeArgs, ShowArgs};
-use crate::input::read_text;
+use crate::input::{read_text, without_bom};
 use crate::output::{emit, plural, score, snippet};
 
 /// The config file named by `--config` or found in the usual places.
@@ -52,9 +52,10 @@ pub(crate) fn scope(args: &ScopeArgs) -> Result<Scope> {
     Scope::new(&args.domain, &args.namespace).map_err(|e| UsageError(e.to_string()).into())
 }
 
-/// The text argument, or stdin for `-`.
+/// The text argument, or stdin for `-` (without a leading byte-order mark, which is
+/// an encoding marker, not text).
 fn text_arg(text: &str) -> Result<String> {
-    if text == "-" { read_text(Path::new("-")) } else { Ok(text.to_owned()) }
+    if text == "-" { read_text(Path::new("-")).map(|t| without_bom(&t).to_owned()) } else { Ok(text.to_owned()) }
 }
 
 pub(crate) async fn check(global: &GlobalArgs, args: &CheckArgs) -> Result<()> {
@@ -194,14 +195,14 @@ pub(crate) fn memory_json(m: &Memory) -> Value {
 }
 
 pub(crate) async fn show(global: &GlobalArgs, args: &ShowArgs) -> Result<()> {
-    let id = parse_id(&args.id)?;
+    let (id, scope) = parse_id(&args.id)?;
     let config = config_file(global)?;
     let store = open_store(global, &config).await?;
     let Some(memory) = store.get(id).await? else { bail!("no memory with id {id} in {}", store.location()) };
-    if let Some(urn) = args.id.strip_prefix("memdedup://")
-        && !args.id.eq(&memory.urn())
+    if let Some(scope) = scope
+        && scope != memory.scope
     {
-        bail!("memdedup://{urn} does not exist: memory {id} is {}", memory.urn());
+        bail!("{} does not exist: memory {id} is {}", args.id, memory.urn());
     }
     if args.json {
         emit(&format!("{}\n", memory_json(&memory)))?;
@@ -212,9 +213,24 @@ pub(crate) async fn show(global: &GlobalArgs, args: &ShowArgs) -> Result<()> {
     Ok(())
 }
 
-fn parse_id(raw: &str) -> Result<MemoryId> {
-    let digits = raw.strip_prefix("memdedup://").map_or(raw, |rest| rest.rsplit('/').next().unwrap_or(rest));
-    digits.parse().map_err(|_| UsageError(format!("`{raw}` is not a memory id or memdedup:// URN")).into())
+/// A memory id, or a URN `memdedup://{domain}/{namespace}/{id}` with its scope. A URN has
+/// exactly those three parts, each valid (no `..`, empty or extra segments), and the id
+/// is plain decimal digits.
+fn parse_id(raw: &str) -> Result<(MemoryId, Option<Scope>)> {
+    let bad = || UsageError(format!("`{raw}` is not a memory id or memdedup:// URN"));
+    let digits_only = |s: &str| -> Result<MemoryId, UsageError> {
+        if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(bad());
+        }
+        s.parse().map_err(|_| bad())
+    };
+    let Some(rest) = raw.strip_prefix("memdedup://") else { return Ok((digits_only(raw)?, None)) };
+    let parts: Vec<&str> = rest.split('/').collect();
+    let [domain, namespace, id] = parts[..] else {
+        return Err(UsageError(format!("`{raw}` is not a memdedup://DOMAIN/NAMESPACE/ID URN")).into());
+    };
+    let scope = Scope::new(domain, namespace).map_err(|e| UsageError(format!("`{raw}` is not a valid URN: {e}")))?;
+    Ok((digits_only(id)?, Some(scope)))
 }
 
 fn show_text(m: &Memory) -> String {
@@ -293,4 +309,34 @@ pub(crate) async fn collection_embedder(global: &GlobalArgs) -> Result<memdedup:
         Some(store) => Arc::new(memdedup::CachedEmbedder::new(embedder, store)) as Arc<dyn memdedup::Embedder>,
         None => embedder,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defect_11_urn_parsing_rejects_path_tricks() {
+        let (id, scope) = parse_id("memdedup://global/decisions/12").unwrap();
+        assert_eq!((id, scope), (MemoryId::new(12), Some(Scope::new("global", "decisions").unwrap())));
+        assert_eq!(parse_id("7").unwrap(), (MemoryId::new(7), None));
+        for raw in [
+            "memdedup://global/decisions/1/../2",
+            "memdedup://global/decisions/../2",
+            "memdedup://global/../decisions/2",
+            "memdedup://global/decisions//2",
+            "memdedup://global/decisions/2/",
+            "memdedup:///decisions/2",
+            "memdedup://2",
+            "memdedup://global/decisions/+2",
+            "memdedup://global/decisions/-2",
+            "memdedup://global/decisions/ 2",
+            "memdedup://global/decisions/%32",
+            "+2",
+            "",
+        ] {
+            let err = parse_id(raw).unwrap_err();
+            assert!(err.downcast_ref::<UsageError>().is_some(), "{raw}: {err}");
+        }
+    }
 }
