@@ -36,8 +36,8 @@ pub struct ErrorBody {
     #[schema(example = "content, title, and subtype are required")]
     pub error: String,
     /// A stable machine-readable code: `invalid_request`, `unauthorized`, `forbidden`,
-    /// `not_found`, `method_not_allowed`, `conflict`, `payload_too_large`, `unsupported_media_type`,
-    /// `unavailable`, `internal`.
+    /// `not_found`, `method_not_allowed`, `conflict`, `payload_too_large`, `uri_too_long`,
+    /// `unsupported_media_type`, `unavailable`, `internal`.
     #[schema(example = "invalid_request")]
     pub code: &'static str,
 }
@@ -79,6 +79,11 @@ impl ApiError {
     /// 409: the change collides with an existing record.
     pub fn conflict(message: impl Into<String>) -> ApiError {
         ApiError { status: StatusCode::CONFLICT, code: "conflict", message: message.into() }
+    }
+
+    /// 414: the request URI is longer than the server accepts.
+    pub fn uri_too_long(message: impl Into<String>) -> ApiError {
+        ApiError { status: StatusCode::URI_TOO_LONG, code: "uri_too_long", message: message.into() }
     }
 
     /// 503: a backend (database, embedder) is unavailable.

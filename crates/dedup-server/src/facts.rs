@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 use dedup_core::{FactCategory, FactPolicy, MemoryProfile};
 use dedup_store::{Fact, FactOutcome, FactUpdate, NewFact, Scope};
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use utoipa::ToSchema;
 
 use crate::auth::Principal;
@@ -95,6 +96,7 @@ pub struct CreateFactResponse {
 
 /// `GET /v1/facts` and the profile/context routes: which namespace.
 #[derive(Debug, Deserialize, ToSchema, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct NamespaceQuery {
     /// The namespace (default `default`).
@@ -122,6 +124,7 @@ pub struct UpdateFactRequest {
 
 /// `GET /v1/memory/context` query.
 #[derive(Debug, Deserialize, ToSchema, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct ContextQuery {
     /// The namespace (default `default`).
@@ -258,7 +261,8 @@ pub(crate) async fn get_profile(
     Ok(axum::Json(state.store().profile(&scope).await?))
 }
 
-/// Replaces the user context and history summaries of a namespace.
+/// Replaces the user context and history summaries of a namespace. A member the profile
+/// does not have is refused with 400 naming it, as in every other body.
 #[utoipa::path(put, path = "/v1/memory/profile", tag = "facts", params(NamespaceQuery),
     request_body(content = Object, description = "{user: {workContext, personalContext, topOfMind}, history: {recentMonths, earlierContext, longTermBackground}}, each {summary, updatedAt}"),
     responses((status = 200, body = Object), (status = 400, body = ErrorBody)))]
@@ -266,8 +270,9 @@ pub(crate) async fn put_profile(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
     Query(query): Query<NamespaceQuery>,
-    Body(profile): Body<MemoryProfile>,
+    Body(profile): Body<Value>,
 ) -> ApiResult<axum::Json<MemoryProfile>> {
+    let profile = parse_profile(profile)?;
     let scope = scope_of(&state, query.namespace.as_deref(), &principal)?;
     state.store().put_profile(&scope, &profile).await?;
     Ok(axum::Json(state.store().profile(&scope).await?))
@@ -305,6 +310,31 @@ async fn find_fact(state: &AppState, principal: &Principal, id: &str) -> ApiResu
     let fact = fact.ok_or_else(|| ApiError::not_found(format!("no fact with id {id:?}")))?;
     principal.allow(fact.scope.namespace_name()).map_err(|_| ApiError::not_found(format!("no fact with id {id:?}")))?;
     Ok(fact)
+}
+
+/// A profile body: every member must be one the profile has (the file format ignores
+/// unknown members; the API refuses them, so a misspelt section is never dropped
+/// silently).
+fn parse_profile(body: Value) -> ApiResult<MemoryProfile> {
+    let known = serde_json::to_value(MemoryProfile::default()).map_err(|e| ApiError::internal(e.to_string()))?;
+    unknown_member(&body, &known, "")?;
+    serde_json::from_value(body).map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))
+}
+
+/// 400 naming the first member of `value` (at `path`) that `known` does not have.
+fn unknown_member(value: &Value, known: &Value, path: &str) -> ApiResult<()> {
+    let (Value::Object(members), Value::Object(known_members)) = (value, known) else { return Ok(()) };
+    for (name, member) in members {
+        let at = if path.is_empty() { name.clone() } else { format!("{path}.{name}") };
+        let Some(known_member) = known_members.get(name) else {
+            let expected = known_members.keys().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ");
+            return Err(ApiError::bad_request(format!(
+                "invalid JSON body: unknown field `{at}`, expected one of {expected}"
+            )));
+        };
+        unknown_member(member, known_member, &at)?;
+    }
+    Ok(())
 }
 
 fn parse_category(category: &str) -> ApiResult<FactCategory> {

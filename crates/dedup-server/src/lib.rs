@@ -5,13 +5,15 @@
 //!   connect >= 0.90, on the first 512 dimensions renormalised); `POST /v1/nodes` runs that
 //!   gate for dedup-eligible subtypes before storing, embedding once and checking again
 //!   under the namespace's write lock, so racing requests (also to other processes on one
-//!   Postgres) never create a duplicate. Read, list, update, delete and edges complete it.
+//!   Postgres) never create a duplicate. Read, list, update (an edit that would duplicate
+//!   another node is refused with 409), delete and edges complete it.
 //! - **Facts** (seed 002): facts about the user with casefolded dedup, a confidence
 //!   threshold and a size limit; profile summaries; the prompt context within a token
 //!   budget counted with the cl100k_base BPE.
 //! - **Operations**: bearer tokens limited to namespaces, JSON errors with 4xx for client
-//!   mistakes, `/metrics` (Prometheus), `/healthz`, `/v1/openapi.json`, request ids, and
-//!   graceful shutdown.
+//!   mistakes, `/metrics` (Prometheus), `/healthz` (whether the embedder can embed, not
+//!   merely whether one is configured), `/v1/openapi.json`, request ids, and graceful
+//!   shutdown.
 //!
 //! **Architecture invariant:** sits above `dedup-embed` and `dedup-store` (and uses
 //! `dedup-precompact`'s metrics); nothing below depends on it.
@@ -32,10 +34,10 @@ use utoipa::OpenApi;
 pub use auth::Principal;
 pub use config::{DEFAULT_ADDR, FactsConfig, NodesConfig, ServerConfig, TOKEN_ENV_VAR, TokenConfig};
 pub use error::{ApiError, ApiResult, Error, ErrorBody};
-pub use nodes::{CHECK_SIMILAR_REQUIRED, duplicate_message, node_id, node_text};
+pub use nodes::{CHECK_SIMILAR_REQUIRED, MAX_TITLE_BYTES, duplicate_message, node_id, node_text};
 pub use ops::{HTTP_REQUEST_DURATION_SECONDS, HTTP_REQUESTS_TOTAL, install_prometheus};
-pub use server::{REQUEST_ID_HEADER, bind, router, serve, shutdown_signal};
-pub use state::AppState;
+pub use server::{MAX_REQUEST_ID_BYTES, MAX_URI_BYTES, REQUEST_ID_HEADER, bind, router, serve, shutdown_signal};
+pub use state::{AppState, EMBEDDER_DOWN_FOR, EMBEDDER_OK_FOR, EMBEDDER_PROBE_TIMEOUT, EmbedderStatus};
 
 /// The OpenAPI document, generated from the handlers and their types.
 #[derive(OpenApi)]

@@ -8,7 +8,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
-use dedup_core::Embedding;
+use dedup_core::{ContentHash, Embedding};
 use dedup_precompact::metrics as dedup_metrics;
 use dedup_store::{
     InsertOutcome, Lifecycle, ListFilter, Memory, MemoryId, MemoryUpdate, Neighbour, NewMemory, Scope, SearchFilter,
@@ -29,6 +29,8 @@ pub const CHECK_SIMILAR_REQUIRED: &str = "content, title, and subtype are requir
 const TYPE_KEY: &str = "type";
 /// Largest `limit` of check-similar.
 const MAX_MATCHES: usize = 100;
+/// Longest node title in bytes (the store's limit); `max_text_bytes` when that is lower.
+pub const MAX_TITLE_BYTES: usize = 1024;
 /// Default and largest page of `GET /v1/nodes`.
 const DEFAULT_PAGE: usize = 50;
 const MAX_PAGE: usize = 500;
@@ -195,6 +197,7 @@ pub struct CreateNodeResponse {
 
 /// `GET /v1/nodes` query.
 #[derive(Debug, Deserialize, ToSchema, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct ListNodesQuery {
     /// Only this namespace (required for tokens limited to some namespaces).
@@ -301,18 +304,18 @@ pub(crate) async fn check_similar(
     };
     let scope = scope_of(&state, request.namespace.as_deref(), &principal)?;
     check_text(&state, "content", &content)?;
-    check_text(&state, "title", &title)?;
+    check_title(&state, "title", &title)?;
     validate_subtype(&subtype)?;
     let started = Instant::now();
-    let Some(embedder) = state.embedder() else {
+    let Some((model, embedding)) = state.embed(&node_text(&title, &content)).await else {
         dedup_metrics::check_failed("semantic");
         return Err(ApiError::unavailable("embedding generation failed: no embedder is configured"));
     };
-    let embedding = embedder.embed_one(&node_text(&title, &content)).await.map_err(|e| {
+    let embedding = embedding.map_err(|e| {
         dedup_metrics::check_failed("semantic");
         ApiError::unavailable(format!("embedding generation failed: {e}"))
     })?;
-    let neighbours = search(&state, &scope, &subtype, embedder.model_id(), &embedding, limit).await.map_err(|e| {
+    let neighbours = search(&state, &scope, &subtype, &model, &embedding, limit).await.map_err(|e| {
         dedup_metrics::check_failed("semantic");
         let e = ApiError::from(e);
         if e.status().is_client_error() {
@@ -346,7 +349,7 @@ pub(crate) async fn create_node(
         return Err(ApiError::bad_request("type, subtype, content_title and content_body are required"));
     };
     let scope = scope_of(&state, request.namespace.as_deref(), &principal)?;
-    check_text(&state, "content_title", &title)?;
+    check_title(&state, "content_title", &title)?;
     check_text(&state, "content_body", &body)?;
     validate_subtype(&subtype)?;
     let mut metadata = request.extra;
@@ -362,18 +365,16 @@ pub(crate) async fn create_node(
     let started = Instant::now();
     // Embed once: the vector that is checked is the vector stored.
     let mut skipped = None;
-    let embedding = match state.embedder() {
+    let embedding = match state.embed(&node_text(&title, &memory.content)).await {
         None => {
             skipped = Some("no embedder is configured".to_owned());
             None
         }
-        Some(embedder) => match embedder.embed_one(&node_text(&title, &memory.content)).await {
-            Ok(embedding) => Some((embedder.model_id().to_owned(), embedding)),
-            Err(e) => {
-                skipped = Some(format!("embedding generation failed: {e}"));
-                None
-            }
-        },
+        Some((model, Ok(embedding))) => Some((model, embedding)),
+        Some((_, Err(e))) => {
+            skipped = Some(format!("embedding generation failed: {e}"));
+            None
+        }
     };
     let mut matches = Vec::new();
     if let (true, Some((model, embedding))) = (eligible, &embedding) {
@@ -516,6 +517,7 @@ pub(crate) async fn list_nodes(
         include_deprecated: false,
         after,
         limit: limit + 1,
+        ..ListFilter::default()
     };
     let mut memories = state.store().list(&filter).await?;
     let more = memories.len() > limit;
@@ -525,11 +527,13 @@ pub(crate) async fn list_nodes(
 }
 
 /// Changes a node: a new title or body re-embeds it; a lifecycle change can reactivate a
-/// DORMANT duplicate.
+/// DORMANT duplicate. For dedup-eligible subtypes, a new title or body that would
+/// duplicate another live node of the subtype in the namespace is refused with 409 and
+/// nothing changes.
 #[utoipa::path(patch, path = "/v1/nodes/{id}", tag = "nodes", params(("id" = String, Path, description = "n_<number>")),
     request_body = UpdateNodeRequest,
     responses((status = 200, body = NodeView), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
-              (status = 409, body = ErrorBody)))]
+              (status = 409, description = "the edit would duplicate another node, named in the error", body = ErrorBody)))]
 pub(crate) async fn update_node(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -551,7 +555,11 @@ pub(crate) async fn update_node(
             if text.trim().is_empty() {
                 return Err(ApiError::bad_request(format!("{what} must not be empty")));
             }
-            check_text(&state, what, text)?;
+            if what == "content_title" {
+                check_title(&state, what, text)?;
+            } else {
+                check_text(&state, what, text)?;
+            }
         }
     }
     let lifecycle =
@@ -571,26 +579,114 @@ pub(crate) async fn update_node(
         metadata
     });
     let retext = request.content_title.is_some() || request.content_body.is_some();
+    let title = request.content_title.as_deref().or(current.title.as_deref()).unwrap_or_default();
+    let body = request.content_body.as_deref().unwrap_or(&current.content);
     let mut vector = None;
-    if retext {
-        let title = request.content_title.as_deref().or(current.title.as_deref()).unwrap_or_default();
-        let body = request.content_body.as_deref().unwrap_or(&current.content);
-        if let Some(embedder) = state.embedder() {
-            match embedder.embed_one(&node_text(title, body)).await {
-                Ok(embedding) => vector = Some(StoredVector { model: embedder.model_id().to_owned(), embedding }),
-                Err(e) => tracing::warn!(error = %e, "re-embedding failed; the node keeps no vector until updated"),
-            }
+    if retext && let Some((model, result)) = state.embed(&node_text(title, body)).await {
+        match result {
+            Ok(embedding) => vector = Some(StoredVector { model, embedding }),
+            Err(e) => tracing::warn!(error = %e, "re-embedding failed; the node keeps no vector until updated"),
         }
+    }
+    // The check and the write under one lock: two edits of this process cannot both pass
+    // the check with the same text.
+    let _edit = if retext { Some(state.node_edits().lock().await) } else { None };
+    if retext {
+        vector = refuse_duplicate_edit(&state, &current, title, body, vector).await?;
     }
     let update = MemoryUpdate {
         // Always pass the text when it changes, so a failed re-embedding drops the stale vector.
-        content: retext.then(|| request.content_body.clone().unwrap_or_else(|| current.content.clone())),
-        title: request.content_title.map(Some),
+        content: retext.then(|| body.to_owned()),
+        title: request.content_title.clone().map(Some),
         lifecycle,
         metadata,
     };
     let memory = state.store().update(current.id, update, vector).await?;
     Ok(axum::Json(node_view(memory)))
+}
+
+/// For a dedup-eligible node, 409 naming the other node when the edited title and body
+/// would duplicate a live node of the same subtype and namespace: an equal title and body
+/// (after the content hash's normalisation; checked with or without an embedder), or a
+/// cosine at or above the duplicate threshold with the new vector. Returns the vector to
+/// store (none when the semantic check could not compare it, as `POST` does).
+async fn refuse_duplicate_edit(
+    state: &AppState,
+    node: &Memory,
+    title: &str,
+    body: &str,
+    vector: Option<StoredVector>,
+) -> ApiResult<Option<StoredVector>> {
+    if !state.config().nodes.is_dedup_eligible(&node.kind) {
+        return Ok(vector);
+    }
+    if let Some(twin) = exact_twin(state, node, title, body).await? {
+        return Err(duplicate_edit(node, &twin, 1.0));
+    }
+    let Some(stored) = vector else { return Ok(None) };
+    let duplicate = state.config().nodes.duplicate_threshold;
+    match search(state, &node.scope, &node.kind, &stored.model, &stored.embedding, 2).await {
+        Ok(neighbours) => {
+            let best = neighbours.into_iter().find(|n| n.id != node.id && n.score >= duplicate);
+            if let Some(best) = best
+                && let Some(twin) = state.store().get(best.id).await?
+            {
+                return Err(duplicate_edit(node, &twin, best.score));
+            }
+            Ok(Some(stored))
+        }
+        Err(e) if e.is_unavailable() => Err(e.into()),
+        Err(e) => {
+            dedup_metrics::check_failed("semantic");
+            tracing::warn!(error = %e, "similarity check of an edit skipped; the node keeps no vector until updated");
+            Ok(None)
+        }
+    }
+}
+
+/// A live node other than `node`, of its subtype and namespace, whose title and body
+/// equal `title` and `body` after normalisation. Reads the subtype's nodes of the
+/// namespace page by page.
+async fn exact_twin(state: &AppState, node: &Memory, title: &str, body: &str) -> ApiResult<Option<Memory>> {
+    let (title_hash, body_hash) = (ContentHash::of(title), ContentHash::of(body));
+    let mut after = None;
+    loop {
+        let filter = ListFilter {
+            domain: Some(node.scope.domain().to_owned()),
+            namespace: Some(node.scope.namespace_name().to_owned()),
+            kind: Some(node.kind.clone()),
+            lifecycle: None,
+            include_deprecated: false,
+            after,
+            limit: MAX_PAGE,
+            ..ListFilter::default()
+        };
+        let page = state.store().list(&filter).await?;
+        let full = page.len() == MAX_PAGE;
+        after = page.last().map(|m| m.id);
+        let twin = page.into_iter().find(|other| {
+            other.id != node.id
+                && ContentHash::of(&other.content) == body_hash
+                && ContentHash::of(other.title.as_deref().unwrap_or_default()) == title_hash
+        });
+        if twin.is_some() || !full {
+            return Ok(twin);
+        }
+    }
+}
+
+/// The 409 of an edit that would duplicate `twin`.
+fn duplicate_edit(node: &Memory, twin: &Memory, score: f32) -> ApiError {
+    // Truncation, as the seed's int(similarity * 100).
+    #[allow(clippy::cast_possible_truncation)]
+    let percent = (round4(score) * 100.0).floor() as i64;
+    ApiError::conflict(format!(
+        "Duplicate: {} would duplicate \"{}\" ({}, {}, {percent}% similar). Not changed",
+        node_id(node.id),
+        twin.title.as_deref().unwrap_or("Untitled"),
+        node_id(twin.id),
+        twin.lifecycle.as_str(),
+    ))
 }
 
 /// Deletes a node, its vector and its edges.
@@ -750,6 +846,19 @@ pub(crate) fn scope_of(state: &AppState, namespace: Option<&str>, principal: &Pr
     let scope = Scope::new(&state.config().domain, namespace)?;
     principal.allow(namespace)?;
     Ok(scope)
+}
+
+/// 400 when a title is over [`MAX_TITLE_BYTES`] (or the configured text limit, if lower)
+/// or holds NUL.
+pub(crate) fn check_title(state: &AppState, what: &str, title: &str) -> ApiResult<()> {
+    let limit = state.config().max_text_bytes.min(MAX_TITLE_BYTES);
+    if title.len() > limit {
+        return Err(ApiError::bad_request(format!(
+            "{what} is {} bytes, over the limit of {limit} bytes for a title",
+            title.len()
+        )));
+    }
+    check_text(state, what, title)
 }
 
 /// 400 when a text field is over the configured limit or holds NUL.

@@ -4,6 +4,7 @@
 use std::sync::OnceLock;
 use std::time::Instant;
 
+use axum::Extension;
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::header::CONTENT_TYPE;
 use axum::middleware::Next;
@@ -13,6 +14,7 @@ use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use serde::Serialize;
 use utoipa::{OpenApi, ToSchema};
 
+use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
 
@@ -28,29 +30,52 @@ pub struct Health {
     pub status: &'static str,
     /// `sqlite` or `postgres`.
     pub backend: &'static str,
-    /// Whether an embedder is configured (without one, nodes are stored unchecked).
+    /// Whether the embedder can produce an embedding now (the last embedding, at most a
+    /// minute old, or a probe, succeeded). False without one: nodes are then stored
+    /// unchecked.
     pub embedder: bool,
+    /// The embedder's model id, when one is configured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub embedder_model: Option<String>,
+    /// Why the embedder is not available, when it is not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub embedder_error: Option<String>,
     /// This build's version.
     pub version: &'static str,
 }
 
-/// Liveness and readiness: the database answers a query.
+/// Liveness and readiness: the database answers a query; and whether the embedder can
+/// embed (a cached outcome, refreshed by a short probe at most once a minute while it
+/// works and every 10 s while it does not).
 #[utoipa::path(get, path = "/healthz", tag = "operations",
     responses((status = 200, body = Health), (status = 503, body = crate::ErrorBody)))]
 pub(crate) async fn healthz(State(state): State<AppState>) -> ApiResult<axum::Json<Health>> {
     state.store().stats().await.map_err(|e| ApiError::unavailable(format!("database: {e}")))?;
+    let embedder = state.embedder_status().await;
     Ok(axum::Json(Health {
         status: "ok",
         backend: state.store().backend(),
-        embedder: state.embedder().is_some(),
+        embedder: embedder.available,
+        embedder_model: embedder.model,
+        embedder_error: embedder.error,
         version: env!("CARGO_PKG_VERSION"),
     }))
 }
 
-/// Prometheus text exposition of every metric of the process.
+/// Prometheus text exposition of every metric of the process. Its labels name every
+/// namespace, so a token limited to some namespaces gets 403.
 #[utoipa::path(get, path = "/metrics", tag = "operations",
-    responses((status = 200, content_type = "text/plain", body = String), (status = 404, body = crate::ErrorBody)))]
-pub(crate) async fn metrics(State(state): State<AppState>) -> ApiResult<Response> {
+    responses((status = 200, content_type = "text/plain", body = String), (status = 403, body = crate::ErrorBody),
+              (status = 404, body = crate::ErrorBody)))]
+pub(crate) async fn metrics(
+    State(state): State<AppState>,
+    Extension(principal): Extension<Principal>,
+) -> ApiResult<Response> {
+    if principal.is_limited() {
+        return Err(ApiError::forbidden(
+            "the metrics cover every namespace: use a token that is not limited to some namespaces",
+        ));
+    }
     let handle = state.metrics().ok_or_else(|| ApiError::not_found("metrics are not recorded by this server"))?;
     Ok(([(CONTENT_TYPE, "text/plain; version=0.0.4")], handle.render()).into_response())
 }

@@ -5,9 +5,11 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use axum::Router;
+use axum::body::Body;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderValue, Request};
-use axum::middleware;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, patch, post};
 use tokio::net::TcpListener;
 use tower_http::request_id::{MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer};
@@ -16,8 +18,16 @@ use tower_http::trace::TraceLayer;
 use crate::state::AppState;
 use crate::{Error, auth, facts, nodes, ops};
 
-/// The request-id header, set on every response (taken from the request when present).
+/// The request-id header, set on every response (the request's own when it is
+/// acceptable: see [`MAX_REQUEST_ID_BYTES`]).
 pub const REQUEST_ID_HEADER: &str = "x-request-id";
+/// Longest request id taken from a client. A longer one, one with a byte outside ASCII
+/// letters, digits and `-_.:/+=@`, or several `x-request-id` headers, are replaced by a
+/// fresh id, so logs never carry what a client chose to put there.
+pub const MAX_REQUEST_ID_BYTES: usize = 128;
+/// Longest request URI (path and query) served; a longer one gets a JSON 414. Beyond
+/// 65,534 bytes hyper refuses the request line itself, before any route sees it.
+pub const MAX_URI_BYTES: usize = 8 << 10;
 
 /// The whole HTTP API over `state`.
 pub fn router(state: AppState) -> Router {
@@ -42,8 +52,10 @@ pub fn router(state: AppState) -> Router {
         })
         .layer(DefaultBodyLimit::max(state.config().max_body_bytes))
         .route_layer(middleware::from_fn(ops::track))
+        .layer(middleware::from_fn(limit_uri))
         .layer(
             tower::ServiceBuilder::new()
+                .layer(middleware::map_request(screen_request_id))
                 .layer(SetRequestIdLayer::new(request_id.clone(), Counter))
                 .layer(TraceLayer::new_for_http().make_span_with(|request: &Request<_>| {
                     let id = request.headers().get(REQUEST_ID_HEADER).and_then(|v| v.to_str().ok()).unwrap_or("-");
@@ -53,6 +65,40 @@ pub fn router(state: AppState) -> Router {
                 .layer(PropagateRequestIdLayer::new(request_id)),
         )
         .with_state(state)
+}
+
+/// Drops a client's `x-request-id` unless it is one header of 1 to
+/// [`MAX_REQUEST_ID_BYTES`] bytes from a safe set, so that a fresh id replaces it.
+async fn screen_request_id(mut request: Request<Body>) -> Request<Body> {
+    let mut given = request.headers().get_all(REQUEST_ID_HEADER).iter();
+    let acceptable = match (given.next(), given.next()) {
+        (None, _) => true,
+        (Some(id), None) => acceptable_request_id(id.as_bytes()),
+        (Some(_), Some(_)) => false,
+    };
+    if !acceptable {
+        request.headers_mut().remove(REQUEST_ID_HEADER);
+        tracing::debug!("the client's request id is not acceptable; a fresh one replaces it");
+    }
+    request
+}
+
+/// Whether a client's request id may be kept as given.
+fn acceptable_request_id(id: &[u8]) -> bool {
+    (1..=MAX_REQUEST_ID_BYTES).contains(&id.len())
+        && id.iter().all(|b| b.is_ascii_alphanumeric() || b"-_.:/+=@".contains(b))
+}
+
+/// 414 with the JSON error for a URI over [`MAX_URI_BYTES`].
+async fn limit_uri(request: Request<Body>, next: Next) -> Response {
+    let length = request.uri().path_and_query().map_or(0, |p| p.as_str().len());
+    if length > MAX_URI_BYTES {
+        return crate::ApiError::uri_too_long(format!(
+            "the request URI is {length} bytes, over the limit of {MAX_URI_BYTES} bytes"
+        ))
+        .into_response();
+    }
+    next.run(request).await
 }
 
 /// Request ids `<process start, hex>-<sequence>`: unique per process and cheap.
@@ -121,5 +167,22 @@ pub async fn shutdown_signal() {
     tokio::select! {
         () = interrupt => tracing::info!("SIGINT: shutting down"),
         () = terminate => tracing::info!("SIGTERM: shutting down"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_ids_are_kept_only_when_short_and_plain() {
+        for kept in ["trace-abc-123", "a", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "x/y:z+1=@"] {
+            assert!(acceptable_request_id(kept.as_bytes()), "{kept}");
+        }
+        let long = "a".repeat(MAX_REQUEST_ID_BYTES + 1);
+        for replaced in ["", "has space", "quote\"", "tab\there", "nul\0", "ünicode", "a{b}", long.as_str()] {
+            assert!(!acceptable_request_id(replaced.as_bytes()), "{replaced:?}");
+        }
+        assert!(acceptable_request_id("a".repeat(MAX_REQUEST_ID_BYTES).as_bytes()));
     }
 }

@@ -185,3 +185,21 @@ async fn auth_non_loopback_address_without_token_is_refused() -> anyhow::Result<
     assert!(listener.local_addr()?.ip().is_unspecified());
     Ok(())
 }
+
+/// `/metrics` labels name every namespace: a token limited to some namespaces may not
+/// read them.
+#[tokio::test]
+async fn defect_11_metrics_are_refused_to_a_namespace_limited_token() -> anyhow::Result<()> {
+    let server = server().await?;
+    let mut secret = node("custom:lesson", "Secret", "Secret body");
+    secret["namespace"] = json!("secret-project");
+    call(&server, Some(ADMIN), Method::POST, "/v1/nodes", Some(secret)).await?.expect(StatusCode::CREATED)?;
+    let metrics = call(&server, Some(ADMIN), Method::GET, "/metrics", None).await?;
+    metrics.expect(StatusCode::OK)?;
+    assert!(metrics.text.contains("secret-project"), "the namespace is a label:\n{}", metrics.text);
+    let reply = call(&server, Some(AGENT), Method::GET, "/metrics", None).await?;
+    let message = reply.expect_error(StatusCode::FORBIDDEN, "forbidden")?;
+    assert!(!reply.text.contains("secret-project"), "{message}");
+    assert!(message.contains("every namespace"), "{message}");
+    Ok(())
+}

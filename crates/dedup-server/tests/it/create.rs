@@ -403,3 +403,33 @@ async fn create_same_body_under_another_title_is_judged_by_its_embedding() -> an
     );
     Ok(())
 }
+
+/// Titles are limited to what the store keeps (1 KiB): a longer one is a 400 naming the
+/// limit on create, edit and check-similar, before anything is embedded or written.
+#[tokio::test]
+async fn defect_11_title_over_the_store_limit_is_a_clear_400() -> anyhow::Result<()> {
+    let embedder = Arc::new(TableEmbedder::new());
+    let server = TestServer::start(embedder.clone()).await?;
+    let limit = dedup_server::MAX_TITLE_BYTES;
+    assert_eq!(limit, 1024);
+    let fits = "t".repeat(limit);
+    let id = server.created("custom:lesson", &fits, "A body").await?;
+    let calls = embedder.calls();
+    let over = "t".repeat(limit + 1);
+    let expected = format!("is {} bytes, over the limit of {limit} bytes for a title", limit + 1);
+    for reply in [
+        server.create_node("custom:lesson", &over, "Another body").await?,
+        server.patch(&format!("/v1/nodes/{id}"), &json!({"content_title": over})).await?,
+        server
+            .post("/v1/nodes/check-similar", &json!({"title": over, "content": "c", "subtype": "custom:lesson"}))
+            .await?,
+    ] {
+        let message = reply.expect_error(StatusCode::BAD_REQUEST, "invalid_request")?;
+        assert!(message.ends_with(&expected), "{message}");
+    }
+    assert_eq!(embedder.calls(), calls, "nothing was embedded");
+    assert_eq!(server.all_nodes().await?.len(), 1, "nothing was written");
+    // A body may be far longer than a title.
+    server.created("custom:lesson", "Long body", &"b".repeat(60 << 10)).await?;
+    Ok(())
+}

@@ -381,3 +381,25 @@ async fn facts_reject_invalid_content_and_write_nothing() -> anyhow::Result<()> 
     assert!(list(&server).await?.is_empty());
     Ok(())
 }
+
+/// Like every other body, the profile refuses members it does not have, naming them; the
+/// stored profile is unchanged.
+#[tokio::test]
+async fn defect_11_put_profile_rejects_unknown_fields() -> anyhow::Result<()> {
+    let server = server().await?;
+    server.put("/v1/memory/profile", &profile()).await?.expect(StatusCode::OK)?;
+    for (body, field) in [
+        (json!({"user": {"workContext": {"summary": "x"}}, "facts": []}), "`facts`"),
+        (json!({"user": {"workContxt": {"summary": "x"}}}), "`user.workContxt`"),
+        (json!({"history": {"recentMonths": {"summary": "x", "when": "now"}}}), "`history.recentMonths.when`"),
+    ] {
+        let reply = server.put("/v1/memory/profile", &body).await?;
+        let message = reply.expect_error(StatusCode::BAD_REQUEST, "invalid_request")?;
+        assert!(message.contains(&format!("unknown field {field}")), "{message}");
+    }
+    assert_eq!(server.get("/v1/memory/profile").await?.body, profile(), "nothing was written");
+    // Known members may still be left out.
+    let partial = json!({"user": {"topOfMind": {"summary": "Only this"}}});
+    server.put("/v1/memory/profile", &partial).await?.expect(StatusCode::OK)?;
+    Ok(())
+}

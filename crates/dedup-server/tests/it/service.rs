@@ -21,7 +21,8 @@ on_both_backends! {
         };
         assert_eq!(
             reply.body,
-            json!({"status": "ok", "backend": name, "embedder": true, "version": env!("CARGO_PKG_VERSION")})
+            json!({"status": "ok", "backend": name, "embedder": true, "embedder_model": "table-384",
+                   "version": env!("CARGO_PKG_VERSION")})
         );
         let bare = TestServer::builder().backend(backend).no_embedder().start().await?;
         assert_eq!(bare.get("/healthz").await?.body["embedder"], false);
@@ -191,5 +192,113 @@ async fn graceful_shutdown_completes_requests_in_flight() -> anyhow::Result<()> 
     let stored = store.get(dedup_store::MemoryId::new(number)).await?.expect("the node was stored");
     assert_eq!(stored.title.as_deref(), Some("Slow lesson"));
     assert_eq!(stored.content, "Embedding takes a while");
+    Ok(())
+}
+
+/// A client's request id is kept only when it is short and plain; anything else is
+/// replaced by a fresh id, so logs never carry what a client chose to put there.
+#[tokio::test]
+async fn defect_11_client_request_id_is_bounded_and_sanitised() -> anyhow::Result<()> {
+    let server = TestServer::start(Arc::new(TableEmbedder::new())).await?;
+    let longest = "r".repeat(dedup_server::MAX_REQUEST_ID_BYTES);
+    for kept in ["trace-abc-123", "00-4bf92f3577b34da6-01", longest.as_str()] {
+        let reply = send(server.request(Method::GET, "/healthz").header("x-request-id", kept)).await?;
+        assert_eq!(reply.request_id, kept);
+    }
+    let too_long = "r".repeat(dedup_server::MAX_REQUEST_ID_BYTES + 1);
+    let forged = "abc\" level=ERROR msg=forged";
+    for replaced in [too_long.as_str(), forged, "with space", "a{b}", "semi;colon"] {
+        let reply = send(server.request(Method::GET, "/healthz").header("x-request-id", replaced)).await?;
+        assert_ne!(reply.request_id, replaced);
+        assert!(
+            reply.request_id.len() <= dedup_server::MAX_REQUEST_ID_BYTES
+                && reply.request_id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'),
+            "a fresh id replaces {replaced:?}: {}",
+            reply.request_id
+        );
+    }
+    // Bytes outside ASCII, and two ids in one request.
+    let latin1 = reqwest::header::HeaderValue::from_bytes(b"caf\xe9")?;
+    let reply = send(server.request(Method::GET, "/healthz").header("x-request-id", latin1)).await?;
+    assert!(reply.request_id.is_ascii() && reply.request_id != "caf\u{e9}", "{}", reply.request_id);
+    let reply =
+        send(server.request(Method::GET, "/healthz").header("x-request-id", "one").header("x-request-id", "two"))
+            .await?;
+    assert!(reply.request_id != "one" && reply.request_id != "two", "{}", reply.request_id);
+    Ok(())
+}
+
+/// Every parameter of the OpenAPI document is declared where the router takes it: `in:
+/// path` exactly for the `{name}` segments of its route, `in: query` for the others.
+#[tokio::test]
+async fn defect_11_openapi_parameters_are_in_path_or_query_as_routed() -> anyhow::Result<()> {
+    let server = TestServer::start(Arc::new(TableEmbedder::new())).await?;
+    let document: Value = serde_json::from_str(&server.get("/v1/openapi.json").await?.text)?;
+    let mut seen = BTreeSet::new();
+    for (path, item) in document["paths"].as_object().expect("paths") {
+        for (method, operation) in item.as_object().expect("a path item") {
+            for parameter in operation["parameters"].as_array().into_iter().flatten() {
+                let name = parameter["name"].as_str().expect("a parameter name");
+                let expected = if path.contains(&format!("{{{name}}}")) { "path" } else { "query" };
+                assert_eq!(parameter["in"], expected, "{method} {path}: parameter {name}");
+                seen.insert(format!("{method} {path} {name} {expected}"));
+            }
+        }
+    }
+    for query in [
+        "get /v1/nodes namespace query",
+        "get /v1/nodes after query",
+        "get /v1/facts namespace query",
+        "get /v1/memory/context max_tokens query",
+        "put /v1/memory/profile namespace query",
+        "patch /v1/nodes/{id} id path",
+    ] {
+        assert!(seen.contains(query), "{query} is documented: {seen:?}");
+    }
+    Ok(())
+}
+
+/// A URI over the limit gets the JSON error every other error has.
+#[tokio::test]
+async fn defect_11_uri_too_long_is_a_json_414() -> anyhow::Result<()> {
+    let server = TestServer::start(Arc::new(TableEmbedder::new())).await?;
+    let long = format!("/v1/nodes?namespace={}", "a".repeat(dedup_server::MAX_URI_BYTES));
+    let reply = server.get(&long).await?;
+    let message = reply.expect_error(StatusCode::URI_TOO_LONG, "uri_too_long")?;
+    assert!(message.contains(&dedup_server::MAX_URI_BYTES.to_string()), "{message}");
+    for path in ["/no/such/route", "/healthz"] {
+        let long = format!("{path}?pad={}", "a".repeat(dedup_server::MAX_URI_BYTES));
+        send(server.request(Method::GET, &long)).await?.expect_error(StatusCode::URI_TOO_LONG, "uri_too_long")?;
+    }
+    // At the limit it is served.
+    let fits = format!("/v1/nodes?namespace=x&after=n_1&limit=5&subtype={}", "a".repeat(40));
+    server.get(&fits).await?.expect(StatusCode::OK)?;
+    Ok(())
+}
+
+/// What hyper answers itself, before any route sees the request: a request line it cannot
+/// parse gets 400 and a URI over 65,534 bytes gets 414, both without a body, and the
+/// connection is closed. docs/HTTP.md says so; this test keeps it true.
+#[tokio::test]
+async fn defect_11_requests_hyper_refuses_get_a_bare_status() -> anyhow::Result<()> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let server = TestServer::start(Arc::new(TableEmbedder::new())).await?;
+    let addr = server.url.trim_start_matches("http://").to_owned();
+    let huge = format!("GET /healthz?pad={} HTTP/1.1\r\nHost: x\r\n\r\n", "a".repeat(70_000));
+    for (request, status) in [
+        ("NOT A REQUEST LINE\r\n\r\n".to_owned(), "400"),
+        ("GET /healthz HTTP/9.9\r\nHost: x\r\n\r\n".to_owned(), "400"),
+        (huge, "414"),
+    ] {
+        let mut stream = tokio::net::TcpStream::connect(&addr).await?;
+        stream.write_all(request.as_bytes()).await?;
+        let mut answer = Vec::new();
+        tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut answer)).await??;
+        let answer = String::from_utf8_lossy(&answer);
+        let status_line = answer.lines().next().unwrap_or_default();
+        assert!(status_line.starts_with(&format!("HTTP/1.1 {status}")), "{status_line:?}");
+        let body = answer.split_once("\r\n\r\n").map_or("", |(_, body)| body);
+        assert_eq!(body, "", "hyper answers without a body: {answer:?}");
+    }
     Ok(())
 }
