@@ -247,3 +247,28 @@ fn closed_stdout_is_not_a_crash() {
     assert!(!stderr.contains("panicked"), "memdedup panicked on a closed stdout:\n{stderr}");
     assert_ne!(status.code(), Some(101), "exit code 101 is a panic");
 }
+
+#[test]
+fn defect_11_ids_beyond_u64_are_echoed_exactly() {
+    require_model();
+    let memory = "Always run the database migrations before starting the API server.";
+    let jsonl = format!(
+        "{{\"id\": 18446744073709551616, \"text\": \"{memory}\"}}\n{{\"id\": 18446744073709551617, \"text\": \"{memory}\"}}\n\
+         {{\"id\": 1.50, \"text\": \"{memory}\"}}\n"
+    );
+    let (_dir, file) = temp_file("big.jsonl", jsonl.as_bytes());
+    for array in [false, true] {
+        let input = if array { format!("[{}]", jsonl.trim_end().replace('\n', ",")) } else { jsonl.clone() };
+        std::fs::write(&file, &input).unwrap();
+        let assert = memdedup().arg("scan").arg(&file).arg("--json").assert().success();
+        let stdout = text(&assert.get_output().stdout);
+        assert!(
+            stdout.contains("\"members\":[18446744073709551616,18446744073709551617,1.50]"),
+            "two ids stay two, as written: {stdout}"
+        );
+        json(stdout.as_bytes());
+        let human = memdedup().arg("scan").arg(&file).assert().success();
+        let human = text(&human.get_output().stdout);
+        assert!(human.contains("18446744073709551617  ") && !human.contains("e19"), "{human}");
+    }
+}

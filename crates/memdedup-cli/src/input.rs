@@ -1,4 +1,5 @@
-//! Reading input files: UTF-8 check, JSONL or JSON array of memories.
+//! Reading input files: UTF-8 check, JSONL or JSON array of memories (number ids kept
+//! exactly as written).
 
 use std::io::Read;
 use std::path::Path;
@@ -41,10 +42,23 @@ pub(crate) fn without_bom(text: &str) -> &str {
     text.strip_prefix('\u{feff}').unwrap_or(text)
 }
 
+/// A collection as read: the items in input order, and each item's id as the JSON text
+/// to print for it. A number id's text is its literal exactly as written, since a
+/// `serde_json::Value` holds integers only up to 64 bits (a longer one would come back as
+/// a float, and two distinct ids as one) and re-prints decimals; a string id's text is
+/// the string serialised.
+#[derive(Debug, PartialEq)]
+pub(crate) struct Collection {
+    pub items: Vec<CollectionItem>,
+    /// `ids[i]` is the JSON text of `items[i].id`.
+    pub ids: Vec<String>,
+}
+
 /// Parses memories from JSONL (one object per line, blank lines skipped) or, when the
 /// first non-blank character is `[`, from one JSON array.
-pub(crate) fn parse_collection(text: &str, name: &str) -> Result<Vec<CollectionItem>> {
+pub(crate) fn parse_collection(text: &str, name: &str) -> Result<Collection> {
     let text = without_bom(text);
+    let mut collection = Collection { items: Vec::new(), ids: Vec::new() };
     if text.trim_start().starts_with('[') {
         let value: Value = serde_json::from_str(text).map_err(|e| {
             anyhow::anyhow!(
@@ -55,9 +69,12 @@ pub(crate) fn parse_collection(text: &str, name: &str) -> Result<Vec<CollectionI
             )
         })?;
         let Value::Array(values) = value else { bail!("{name}: expected a JSON array") };
-        values.into_iter().enumerate().map(|(i, v)| item_from_value(v, &format!("{name}: item [{i}]"))).collect()
+        let literals = RawJson::new(text).array_ids();
+        for (i, value) in values.into_iter().enumerate() {
+            let item = item_from_value(value, &format!("{name}: item [{i}]"))?;
+            collection.push(item, literals.get(i).copied().flatten());
+        }
     } else {
-        let mut items = Vec::new();
         for (n, line) in text.lines().enumerate() {
             if line.trim().is_empty() {
                 continue;
@@ -70,9 +87,158 @@ pub(crate) fn parse_collection(text: &str, name: &str) -> Result<Vec<CollectionI
                     strip_position(&e)
                 )
             })?;
-            items.push(item_from_value(value, &format!("{name}: line {}", n + 1))?);
+            let item = item_from_value(value, &format!("{name}: line {}", n + 1))?;
+            let literal = if item.id.is_number() { RawJson::new(line).object_id().flatten() } else { None };
+            collection.push(item, literal);
         }
-        Ok(items)
+    }
+    Ok(collection)
+}
+
+impl Collection {
+    /// Adds `item`, printing its id as `literal` when that is a number's text.
+    fn push(&mut self, item: CollectionItem, literal: Option<&str>) {
+        let id = match (&item.id, literal) {
+            (Value::Number(_), Some(literal)) => literal.to_owned(),
+            (id, _) => id.to_string(),
+        };
+        self.items.push(item);
+        self.ids.push(id);
+    }
+}
+
+/// A cursor over JSON text that serde_json has already accepted, finding the raw text of
+/// `id` members. It never panics: on anything unexpected it gives up (returns `None`),
+/// and the caller prints the parsed value instead.
+struct RawJson<'a> {
+    text: &'a str,
+    pos: usize,
+}
+
+impl<'a> RawJson<'a> {
+    fn new(text: &'a str) -> Self {
+        RawJson { text, pos: 0 }
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.text.as_bytes().get(self.pos).copied()
+    }
+
+    fn skip_whitespace(&mut self) {
+        while matches!(self.peek(), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+            self.pos += 1;
+        }
+    }
+
+    /// Moves past the string starting at the cursor.
+    fn skip_string(&mut self) -> Option<()> {
+        self.pos += 1;
+        loop {
+            match self.peek()? {
+                b'"' => break,
+                b'\\' => self.pos += 2,
+                _ => self.pos += 1,
+            }
+        }
+        self.pos += 1;
+        Some(())
+    }
+
+    /// Moves past the value starting at the cursor and returns its text.
+    fn value(&mut self) -> Option<&'a str> {
+        let start = self.pos;
+        match self.peek()? {
+            b'"' => self.skip_string()?,
+            b'{' | b'[' => {
+                let mut depth = 0usize;
+                loop {
+                    match self.peek()? {
+                        b'"' => {
+                            self.skip_string()?;
+                            continue;
+                        }
+                        b'{' | b'[' => depth += 1,
+                        b'}' | b']' => {
+                            depth = depth.checked_sub(1)?;
+                            if depth == 0 {
+                                self.pos += 1;
+                                break;
+                            }
+                        }
+                        _ => {}
+                    }
+                    self.pos += 1;
+                }
+            }
+            _ => {
+                while !matches!(self.peek(), None | Some(b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r')) {
+                    self.pos += 1;
+                }
+            }
+        }
+        self.text.get(start..self.pos)
+    }
+
+    /// The raw text of the (last, as the parser keeps it) `id` member of the object at
+    /// the cursor: `Some(None)` when it has none, `None` when the text is not as expected.
+    fn object_id(&mut self) -> Option<Option<&'a str>> {
+        self.skip_whitespace();
+        if self.peek()? != b'{' {
+            return None;
+        }
+        self.pos += 1;
+        let mut id = None;
+        loop {
+            self.skip_whitespace();
+            match self.peek()? {
+                b'}' => {
+                    self.pos += 1;
+                    return Some(id);
+                }
+                b',' => self.pos += 1,
+                _ => {
+                    let key = self.value()?;
+                    self.skip_whitespace();
+                    if self.peek()? != b':' {
+                        return None;
+                    }
+                    self.pos += 1;
+                    self.skip_whitespace();
+                    let value = self.value()?;
+                    if serde_json::from_str::<String>(key).is_ok_and(|key| key == "id") {
+                        id = Some(value);
+                    }
+                }
+            }
+        }
+    }
+
+    /// For each element of the array at the cursor, the raw text of its `id` member;
+    /// empty when the text is not as expected, so no id is ever paired with another
+    /// element's literal.
+    fn array_ids(&mut self) -> Vec<Option<&'a str>> {
+        self.try_array_ids().unwrap_or_default()
+    }
+
+    fn try_array_ids(&mut self) -> Option<Vec<Option<&'a str>>> {
+        let mut ids = Vec::new();
+        self.skip_whitespace();
+        if self.peek()? != b'[' {
+            return None;
+        }
+        self.pos += 1;
+        loop {
+            self.skip_whitespace();
+            match self.peek()? {
+                b']' => return Some(ids),
+                b',' => self.pos += 1,
+                b'{' => ids.push(self.object_id()?),
+                _ => {
+                    self.value()?;
+                    ids.push(None);
+                }
+            }
+        }
     }
 }
 
@@ -129,8 +295,9 @@ mod tests {
         let array = "[{\"id\": 1, \"text\": \"a\"}, {\"id\": \"x\", \"text\": \"b\", \"namespace\": \"n\"}]";
         let a = parse_collection(jsonl, "f").unwrap();
         assert_eq!(a, parse_collection(array, "f").unwrap());
-        assert_eq!(a[0].id, serde_json::json!(1));
-        assert_eq!(a[1].namespace.as_deref(), Some("n"));
+        assert_eq!(a.items[0].id, serde_json::json!(1));
+        assert_eq!(a.items[1].namespace.as_deref(), Some("n"));
+        assert_eq!(a.ids, ["1", "\"x\""]);
     }
 
     #[test]
@@ -154,5 +321,26 @@ mod tests {
             "f.jsonl: item [1]: expected a JSON object with `id` and `text`, got a number"
         );
         assert!(err("[{\"id\": 1,\n \"text\": }]").starts_with("f.jsonl: malformed JSON at line 2, column 10"));
+    }
+
+    #[test]
+    fn defect_11_number_ids_round_trip_exactly() {
+        let jsonl = concat!(
+            "{\"id\": 18446744073709551616, \"text\": \"a\"}\n",
+            "{\"text\": \"b\", \"id\":18446744073709551617}\n",
+            "{\"id\": -99999999999999999999, \"text\": \"c\", \"x\": {\"id\": 5}}\n",
+            "{\"i\\u0064\": 1.50, \"text\": \"d\"}\n",
+            "{\"id\": 1, \"id\": 2e3, \"text\": \"e\"}\n",
+            "{\"id\": \"s\\u00e9\", \"text\": \"f\"}\n",
+        );
+        let parsed = parse_collection(jsonl, "f").unwrap();
+        let expected =
+            ["18446744073709551616", "18446744073709551617", "-99999999999999999999", "1.50", "2e3", "\"sé\""];
+        assert_eq!(parsed.ids, expected);
+        let array = format!("[\n{}\n]", jsonl.trim_end().replace('\n', ",\n  "));
+        let from_array = parse_collection(&array, "f").unwrap();
+        assert_eq!(from_array.ids, expected);
+        let nested = "[{\"text\": \"a\", \"id\": 1E+2, \"m\": [\"]\", {\"id\": 3}]}, {\"id\": 12345678901234567890123, \"text\": \"b\"}]";
+        assert_eq!(parse_collection(nested, "f").unwrap().ids, ["1E+2", "12345678901234567890123"]);
     }
 }

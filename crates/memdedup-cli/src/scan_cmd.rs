@@ -1,17 +1,18 @@
 //! `memdedup scan`.
 
 use anyhow::{Context, Result};
-use memdedup::{CollectionItem, ScanOptions, ScanReport, Threshold};
+use memdedup::{ScanOptions, ScanReport, Threshold};
 use serde_json::json;
 
 use crate::cli::{GlobalArgs, ScanArgs};
-use crate::input::{display_name, parse_collection, read_text};
+use crate::input::{Collection, display_name, parse_collection, read_text};
 use crate::output::{emit, plural, score, snippet};
 use crate::progress::embedding_bar;
 
 pub(crate) async fn run(global: &GlobalArgs, args: &ScanArgs) -> Result<()> {
     let name = display_name(&args.file);
-    let items = parse_collection(&read_text(&args.file)?, &name)?;
+    let collection = parse_collection(&read_text(&args.file)?, &name)?;
+    let items = &collection.items;
     let options = ScanOptions { threshold: Threshold::new(args.threshold)?, cross_namespace: args.cross_namespace };
     let embedder = crate::memory_cmd::collection_embedder(global).await??;
     let bar = embedding_bar(items.len(), global.quiet);
@@ -19,44 +20,53 @@ pub(crate) async fn run(global: &GlobalArgs, args: &ScanArgs) -> Result<()> {
         bar.set_length(total as u64);
         bar.set_position(done as u64);
     };
-    let report = memdedup::scan_collection(&items, embedder.as_ref(), options, &progress).await;
+    let report = memdedup::scan_collection(items, embedder.as_ref(), options, &progress).await;
     bar.finish_and_clear();
     let report = report.with_context(|| format!("cannot scan {name}"))?;
     if args.json {
-        emit(&format!("{}\n", report_json(&items, &report)))?;
+        emit(&format!("{}\n", report_json(&collection, &report)))?;
     } else {
-        emit(&report_human(&items, &report))?;
+        emit(&report_human(&collection, &report))?;
     }
     Ok(())
 }
 
-/// The `--json` contract (docs/CLI.md): one object, groups of two or more only.
-fn report_json(items: &[CollectionItem], r: &ScanReport) -> serde_json::Value {
-    let groups: Vec<_> = r
+/// The `--json` contract (docs/CLI.md): one object, groups of two or more only. Written
+/// as text so that ids are printed as [`Collection::ids`] holds them (a number id exactly
+/// as written, however long).
+fn report_json(collection: &Collection, r: &ScanReport) -> String {
+    let ids = &collection.ids;
+    let groups: Vec<String> = r
         .groups
         .iter()
         .map(|g| {
-            json!({
-                "survivor": items[g.members[0]].id,
-                "members": g.members.iter().map(|&m| items[m].id.clone()).collect::<Vec<_>>(),
-                "weakest_link": score(g.weakest_link),
-                "edges": g.edges.iter().map(|e| json!([items[e.a].id, items[e.b].id, score(e.score)])).collect::<Vec<_>>(),
-            })
+            let members: Vec<&str> = g.members.iter().map(|&m| ids[m].as_str()).collect();
+            let edges: Vec<String> =
+                g.edges.iter().map(|e| format!("[{},{},{}]", ids[e.a], ids[e.b], json!(score(e.score)))).collect();
+            format!(
+                "{{\"survivor\":{},\"members\":[{}],\"weakest_link\":{},\"edges\":[{}]}}",
+                ids[g.members[0]],
+                members.join(","),
+                json!(score(g.weakest_link)),
+                edges.join(",")
+            )
         })
         .collect();
-    json!({
-        "model": r.model,
-        "threshold": r.threshold.get(),
-        "items": r.items,
-        "duplicates": r.duplicates,
-        "groups": groups,
-    })
+    format!(
+        "{{\"model\":{},\"threshold\":{},\"items\":{},\"duplicates\":{},\"groups\":[{}]}}",
+        json!(r.model),
+        json!(r.threshold.get()),
+        r.items,
+        r.duplicates,
+        groups.join(",")
+    )
 }
 
-fn report_human(items: &[CollectionItem], r: &ScanReport) -> String {
+fn report_human(collection: &Collection, r: &ScanReport) -> String {
+    let items = &collection.items;
     let id = |i: usize| match &items[i].id {
         serde_json::Value::String(s) => s.clone(),
-        other => other.to_string(),
+        _ => collection.ids[i].clone(),
     };
     let mut out = format!(
         "{}, {} in {} (threshold {}, model {})\n",

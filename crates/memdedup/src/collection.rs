@@ -11,7 +11,10 @@ pub const DEFAULT_NAMESPACE: &str = "default";
 /// One memory of a collection to scan.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CollectionItem {
-    /// The caller's id, echoed back unchanged (string or number).
+    /// The caller's id, echoed back unchanged (string or number). A `Value` holds
+    /// integers exactly only within 64 bits: a longer integer read into one becomes a
+    /// float, so callers reading ids from text should keep each number's literal beside
+    /// the item to print it back (the `memdedup` command does). The scan never reads ids.
     pub id: serde_json::Value,
     /// The memory text.
     pub text: String,
