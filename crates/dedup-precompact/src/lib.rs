@@ -2,7 +2,9 @@
 //! order and stopping at the first hit, whether new content is an exact duplicate (same
 //! [`ContentHash`](dedup_core::ContentHash) in its scope), a semantic duplicate (cosine at
 //! least the scope's threshold against every live memory of the scope) or a recent capture
-//! (seen within the last few minutes, [`RecentCaptureCache`]), and answers with a
+//! (seen within the last few minutes: [`StoreRecentCaptures`] by default, kept in the
+//! store so separate processes see each other's, [`RedisRecentCaptures`] shared through
+//! Redis, or the in-process [`RecentCaptureCache`]), and answers with a
 //! [`DuplicateCheckResult`] that carries its evidence.
 //!
 //! Every check fails open: when the embedder, the index or the recent-capture cache is
@@ -21,6 +23,7 @@ mod recent;
 #[cfg(feature = "redis")]
 mod redis_recent;
 mod service;
+mod store_recent;
 
 pub use config::{DeduplicationConfig, ENV_PREFIX};
 pub use error::{Error, Result};
@@ -28,3 +31,4 @@ pub use recent::{RecentCaptureCache, RecentCaptures, RecentHit};
 #[cfg(feature = "redis")]
 pub use redis_recent::RedisRecentCaptures;
 pub use service::{AddOutcome, CheckFailure, CheckType, DeduplicationService, DuplicateCheckResult, DuplicateReason};
+pub use store_recent::StoreRecentCaptures;

@@ -135,6 +135,13 @@ impl RedisRecentCaptures {
     /// `redis+unix:///path`) and keeps entries under `prefix` for `ttl`, at most `capacity`
     /// of them (0 is taken as 1).
     ///
+    /// Entries name memory ids of one store, so stores sharing a Redis must not share a
+    /// prefix: [`DeduplicationService::connect_recent_cache`] uses
+    /// `memdedup:{`[`Store::store_id`]`}`.
+    ///
+    /// [`DeduplicationService::connect_recent_cache`]: crate::DeduplicationService::connect_recent_cache
+    /// [`Store::store_id`]: dedup_store::Store::store_id
+    ///
     /// Fails with [`Error::RecentCache`] within about 2 s when Redis cannot be reached, and
     /// with [`Error::Config`] when `prefix` is empty or holds whitespace or braces.
     pub async fn connect(url: &str, prefix: &str, ttl: Duration, capacity: usize) -> Result<RedisRecentCaptures> {

@@ -10,7 +10,7 @@ use dedup_store::{InsertOutcome, MAX_CONTENT_BYTES, MemoryId, Neighbour, NewMemo
 use serde::Serialize;
 
 use crate::metrics;
-use crate::{DeduplicationConfig, RecentCaptureCache, RecentCaptures, Result};
+use crate::{DeduplicationConfig, RecentCaptures, Result};
 
 /// Why content was judged a duplicate: which checker decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -156,8 +156,8 @@ struct ChainOutcome {
 }
 
 impl DeduplicationService {
-    /// A service with all three checkers and an in-memory recent-capture cache sized by
-    /// `config`.
+    /// A service with all three checkers and the recent-capture cache kept in the store
+    /// ([`StoreRecentCaptures`](crate::StoreRecentCaptures)), sized by `config`.
     pub fn new(store: Arc<Store>, embedder: Arc<dyn Embedder>, config: DeduplicationConfig) -> DeduplicationService {
         DeduplicationService::build(store, Some(embedder), config)
     }
@@ -173,26 +173,31 @@ impl DeduplicationService {
         config: DeduplicationConfig,
     ) -> DeduplicationService {
         metrics::describe();
-        let recent = Arc::new(RecentCaptureCache::new(config.recent_window, config.cache_capacity));
+        let recent =
+            Arc::new(crate::StoreRecentCaptures::new(Arc::clone(&store), config.recent_window, config.cache_capacity));
         DeduplicationService { store, embedder, recent, config }
     }
 
-    /// Replaces the recent-capture cache (for example with a shared Redis one).
+    /// Replaces the recent-capture cache (with a shared Redis one, or the in-process
+    /// [`RecentCaptureCache`](crate::RecentCaptureCache)).
     pub fn with_recent_captures(mut self, recent: Arc<dyn RecentCaptures>) -> DeduplicationService {
         self.recent = recent;
         self
     }
 
     /// Uses the Redis recent-capture cache when the configuration names one
-    /// (`redis_url`). If Redis cannot be reached the in-memory cache stays, the failure is
-    /// logged and counted (fail-open), and later checks do not retry.
+    /// (`redis_url`), under the key prefix `memdedup:{store id}` so that stores sharing
+    /// one Redis never see each other's captures. If Redis cannot be reached the store's
+    /// cache stays, the failure is logged and counted (fail-open), and later checks do not
+    /// retry.
     pub async fn connect_recent_cache(self) -> DeduplicationService {
         let Some(url) = self.config.redis_url.clone() else { return self };
         #[cfg(feature = "redis")]
         {
+            let prefix = format!("{}:{}", crate::RedisRecentCaptures::DEFAULT_PREFIX, self.store.store_id());
             let connected = crate::RedisRecentCaptures::connect(
                 &url,
-                crate::RedisRecentCaptures::DEFAULT_PREFIX,
+                &prefix,
                 self.config.recent_window,
                 self.config.cache_capacity,
             )
@@ -201,7 +206,7 @@ impl DeduplicationService {
                 Ok(redis) => self.with_recent_captures(Arc::new(redis)),
                 Err(error) => {
                     metrics::check_failed(CheckType::Recent.label());
-                    tracing::warn!(%error, "the shared recent-capture cache is unavailable; using an in-process one");
+                    tracing::warn!(%error, "the shared recent-capture cache is unavailable; using the store's");
                     self
                 }
             }
@@ -211,7 +216,7 @@ impl DeduplicationService {
             metrics::check_failed(CheckType::Recent.label());
             tracing::warn!(
                 redis_url = %crate::config::redact_url(&url),
-                "built without the `redis` feature; the recent-capture cache is in-process only"
+                "built without the `redis` feature; the recent-capture cache is the store's"
             );
             self
         }

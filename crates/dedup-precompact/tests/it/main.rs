@@ -2,5 +2,6 @@
 
 mod concurrency;
 mod fail_open;
+mod recent_across;
 mod seed_004;
 mod support;

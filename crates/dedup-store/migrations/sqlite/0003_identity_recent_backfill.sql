@@ -10,17 +10,17 @@ INSERT INTO store_identity (singleton, store_id) VALUES (1, lower(hex(randomblob
 
 -- Seed 004's recent captures, kept in the store so that processes started minutes apart
 -- (one per hook run) see each other's. The checker applies its window and capacity on
--- every record; a deleted memory takes its capture with it.
+-- every record. Like seed 004's in-process cache, a capture outlives its memory: it
+-- catches a repeat even of what the store no longer has.
 CREATE TABLE recent_captures (
     domain TEXT NOT NULL,
     namespace TEXT NOT NULL,
     content_hash TEXT NOT NULL CHECK (length(content_hash) = 64),
-    memory_id BIGINT NOT NULL REFERENCES memories (id) ON DELETE CASCADE,
+    memory_id BIGINT NOT NULL,
     captured_at_us BIGINT NOT NULL,
     PRIMARY KEY (domain, namespace, content_hash)
 );
 CREATE INDEX recent_captures_age ON recent_captures (captured_at_us);
-CREATE INDEX recent_captures_memory ON recent_captures (memory_id);
 
 -- Whether a memory's vector embeds "{title}. {content}" (the HTTP service's nodes) rather
 -- than the content alone, so that a backfill embeds what its writer would have.

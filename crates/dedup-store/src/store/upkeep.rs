@@ -53,8 +53,9 @@ impl Store {
         &self.store_id
     }
 
-    /// The capture of `hash` in `scope` recorded less than `window` ago, if any. Captures
-    /// of a memory that was deleted since are gone with it.
+    /// The capture of `hash` in `scope` recorded less than `window` ago, if any. Like seed
+    /// 004's in-process cache, a capture outlives its memory: it names the memory even if
+    /// that was deleted since.
     pub async fn recent_capture(
         &self,
         scope: &Scope,
@@ -74,10 +75,8 @@ impl Store {
     /// Records that `hash` was just captured in `scope` as memory `id` (replacing an older
     /// capture of the same hash there), then, in the same transaction, forgets captures
     /// recorded `window` ago or earlier and, beyond `capacity` (0 is taken as 1), the
-    /// oldest ones.
-    ///
-    /// Fails with [`Error::NotFound`](crate::Error::NotFound) when memory `id` does not
-    /// exist.
+    /// oldest ones. `id` is recorded as given (it may name a memory another writer
+    /// stored, or one deleted since).
     pub async fn record_recent_capture(
         &self,
         scope: &Scope,
@@ -169,13 +168,6 @@ macro_rules! upkeep_queries {
                     capacity: i64,
                 ) -> Result<()> {
                     let mut write = self.begin_write().await?;
-                    let exists: Option<i64> = sqlx::query_scalar("SELECT id FROM memories WHERE id = $1")
-                        .bind(id.get())
-                        .fetch_optional(write.conn())
-                        .await?;
-                    if exists.is_none() {
-                        return Err(Error::NotFound(id));
-                    }
                     sqlx::query(
                         "INSERT INTO recent_captures (domain, namespace, content_hash, memory_id, captured_at_us) \
                          VALUES ($1, $2, $3, $4, $5) ON CONFLICT (domain, namespace, content_hash) \
