@@ -1,13 +1,18 @@
 //! `memdedup serve`: the HTTP service (see docs/HTTP.md).
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use dedup_server::{AppState, ServerConfig};
+use memdedup::{ConfigFile, Embedder, EmbedderSettings};
 
 use crate::UsageError;
 use crate::cli::{GlobalArgs, ServeArgs};
 use crate::memory_cmd::{config_file, open_store};
+
+/// Texts embedded together when concurrent requests arrive at once.
+const BATCH: usize = 32;
 
 pub(crate) async fn run(global: &GlobalArgs, args: &ServeArgs) -> Result<()> {
     let config = config_file(global)?;
@@ -24,30 +29,89 @@ pub(crate) async fn run(global: &GlobalArgs, args: &ServeArgs) -> Result<()> {
         server.addr = addr;
     }
     server.validate().map_err(|e| UsageError(e.to_string()))?;
+    let settings = config.embedder().map_err(|e| UsageError(e.to_string()))?;
 
+    // Concurrent requests are embedded together: one call per batch, not per request.
+    let embedder = embedder(global, &config, settings)?
+        .map(|embedder| Arc::new(memdedup::BatchingEmbedder::new(embedder, BATCH)) as Arc<dyn Embedder>);
     let store = open_store(global, &config).await?;
-    let model_dir = match &global.model_dir {
-        Some(dir) => Some(dir.clone()),
-        None => config.model_dir()?,
-    };
-    let embedder = match memdedup::default_embedder(model_dir.as_deref()) {
-        // Concurrent requests are embedded together: one inference per batch, not per request.
-        Ok(embedder) => Some(std::sync::Arc::new(memdedup::BatchingEmbedder::new(embedder, 32)) as _),
-        Err(error) => {
-            tracing::warn!("no embedder ({error}); nodes are stored without the dedup check");
-            if !global.quiet {
-                eprintln!("warning: no embedder ({error}); nodes are stored without the dedup check");
-            }
-            None
-        }
-    };
     let metrics = dedup_server::install_prometheus();
     let state = AppState::new(store, embedder, server, metrics);
     let listener = dedup_server::bind(&state).await?;
     let local: SocketAddr = listener.local_addr().context("the listening socket has no address")?;
+    if state.embedder().is_some() {
+        // One embedding now: loads the local model before the first request, and warns
+        // at once when the embedder cannot embed (a remote API down, a bad key).
+        let probed = state.clone();
+        let quiet = global.quiet;
+        tokio::spawn(async move {
+            let status = probed.embedder_status().await;
+            match status.error {
+                Some(error) if !status.available => {
+                    tracing::warn!(%error, "the embedder cannot embed; nodes are stored without the dedup check");
+                    if !quiet {
+                        eprintln!(
+                            "warning: the embedder cannot embed ({error}); nodes are stored without the dedup check \
+                             until it can (GET /healthz shows it)"
+                        );
+                    }
+                }
+                _ => tracing::info!(model = status.model.as_deref().unwrap_or_default(), "the embedder is ready"),
+            }
+        });
+    }
     // Tests and scripts read this line to learn the port of `--addr 127.0.0.1:0`.
     eprintln!("memdedup: listening on http://{local} (backend {})", state.store().backend());
     dedup_server::serve(listener, state, dedup_server::shutdown_signal()).await?;
     eprintln!("memdedup: stopped");
     Ok(())
+}
+
+/// The embedder `[embedder]` selects (`--model-dir` overrides `model_dir`); a bad
+/// configuration is a usage error. A local model that is not installed still gives an
+/// embedder (it may be installed while the server runs), after a warning naming the fetch
+/// command; none at all (fail-open) when no local embedder can be made.
+fn embedder(global: &GlobalArgs, config: &ConfigFile, settings: EmbedderSettings) -> Result<Option<Arc<dyn Embedder>>> {
+    match settings {
+        EmbedderSettings::OpenAi { base_url, model, dimensions, api_key_env } => {
+            let mut openai = memdedup::OpenAiConfig::new(base_url, model);
+            openai.dimensions = dimensions;
+            if let Some(var) = api_key_env {
+                openai = openai.api_key_from_env(&var);
+                if openai.api_key.is_none() {
+                    warn(global, &format!("{var} is not set: the embeddings API is called without a key"));
+                }
+            }
+            let embedder = memdedup::OpenAiEmbedder::new(openai)
+                .map_err(|e| UsageError(format!("{}: embedder: {e}", config.origin_name())))?;
+            tracing::info!(model = embedder.model_id(), "embedder: OpenAI-compatible API");
+            Ok(Some(Arc::new(embedder)))
+        }
+        EmbedderSettings::Local { model_dir } => {
+            let model_dir = global.model_dir.clone().or(model_dir);
+            let embedder = match memdedup::default_embedder(model_dir.as_deref()) {
+                Ok(embedder) => embedder,
+                Err(error) => {
+                    warn(global, &format!("no embedder ({error}); nodes are stored without the dedup check"));
+                    return Ok(None);
+                }
+            };
+            if let Err(error) = memdedup::ModelDir::locate(model_dir.as_deref()).and_then(|dir| dir.check()) {
+                warn(global, &format!("{error}; until then nodes are stored without the dedup check"));
+            }
+            Ok(Some(embedder))
+        }
+        other => {
+            Err(UsageError(format!("{}: embedder {other:?} is not supported by this build", config.origin_name()))
+                .into())
+        }
+    }
+}
+
+/// A warning in the log and, unless `--quiet`, on stderr.
+fn warn(global: &GlobalArgs, message: &str) {
+    tracing::warn!("{message}");
+    if !global.quiet {
+        eprintln!("warning: {message}");
+    }
 }

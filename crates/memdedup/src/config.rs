@@ -13,6 +13,31 @@ pub const CONFIG_ENV_VAR: &str = "MEMDEDUP_CONFIG";
 pub const CONFIG_FILE_NAME: &str = "memdedup.toml";
 
 const KNOWN_TABLES: [&str; 4] = ["store", "dedup", "embedder", "server"];
+/// The keys of `[embedder]`.
+const EMBEDDER_KEYS: [&str; 6] = ["kind", "model_dir", "base_url", "model", "dimensions", "api_key_env"];
+
+/// The embedder `[embedder]` selects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EmbedderSettings {
+    /// `kind = "local"` (the default): the local model, from `model_dir` when set.
+    Local {
+        /// `[embedder] model_dir`.
+        model_dir: Option<PathBuf>,
+    },
+    /// `kind = "openai"`: an OpenAI-compatible `POST {base_url}/embeddings` API
+    /// (`OpenAiEmbedder`, behind the facade's `openai` feature).
+    OpenAi {
+        /// The API root, e.g. `https://api.openai.com/v1`.
+        base_url: String,
+        /// The model name sent with every request; also the model id vectors are kept under.
+        model: String,
+        /// Dimensions to ask for, for models that can shorten their vectors.
+        dimensions: Option<usize>,
+        /// The environment variable holding the API key, if the API needs one.
+        api_key_env: Option<String>,
+    },
+}
 
 /// The configuration file, if one was found, parsed but not yet interpreted.
 ///
@@ -28,6 +53,11 @@ const KNOWN_TABLES: [&str; 4] = ["store", "dedup", "embedder", "server"];
 ///
 /// [embedder]
 /// model_dir = "/opt/memdedup/models/all-minilm-l6-v2-int8"
+/// # or an OpenAI-compatible API (for `memdedup serve`):
+/// # kind = "openai"
+/// # base_url = "https://api.openai.com/v1"
+/// # model = "text-embedding-3-small"
+/// # api_key_env = "OPENAI_API_KEY"
 ///
 /// [dedup]
 /// default_threshold = 0.90
@@ -76,7 +106,7 @@ impl ConfigFile {
         }
         let config = ConfigFile { path: Some(origin.to_path_buf()), table };
         config.string("store", "db")?;
-        config.string("embedder", "model_dir")?;
+        config.embedder()?;
         config.dedup_config_without_env()?;
         Ok(config)
     }
@@ -100,6 +130,51 @@ impl ConfigFile {
     /// `[embedder] model_dir`, if set.
     pub fn model_dir(&self) -> Result<Option<PathBuf>> {
         Ok(self.string("embedder", "model_dir")?.map(PathBuf::from))
+    }
+
+    /// The embedder `[embedder]` selects: `kind = "local"` (default; `model_dir`) or
+    /// `kind = "openai"` (`base_url` and `model` required; `dimensions` and `api_key_env`
+    /// optional). Keys of the other kind are an error, naming the key.
+    pub fn embedder(&self) -> Result<EmbedderSettings> {
+        let kind = self.string("embedder", "kind")?;
+        let given = |key: &str| self.table.get("embedder").and_then(|t| t.get(key)).is_some();
+        match kind.as_deref().unwrap_or("local") {
+            "local" => {
+                if let Some(key) = ["base_url", "model", "dimensions", "api_key_env"].into_iter().find(|k| given(k)) {
+                    return Err(self.error(format!("`embedder.{key}` needs `embedder.kind = \"openai\"`")));
+                }
+                Ok(EmbedderSettings::Local { model_dir: self.model_dir()? })
+            }
+            "openai" => {
+                if given("model_dir") {
+                    return Err(self.error("`embedder.model_dir` is for `kind = \"local\"`, not \"openai\""));
+                }
+                let required = |key: &str| {
+                    self.string("embedder", key)?
+                        .filter(|v| !v.trim().is_empty())
+                        .ok_or_else(|| self.error(format!("`embedder.{key}` is required with `kind = \"openai\"`")))
+                };
+                let dimensions = match self.table.get("embedder").and_then(|t| t.get("dimensions")) {
+                    None => None,
+                    Some(toml::Value::Integer(n)) if *n >= 1 => Some(
+                        usize::try_from(*n)
+                            .map_err(|_| self.error(format!("`embedder.dimensions` {n} is too large")))?,
+                    ),
+                    Some(other) => {
+                        return Err(
+                            self.error(format!("`embedder.dimensions` must be a positive integer, not {other}"))
+                        );
+                    }
+                };
+                Ok(EmbedderSettings::OpenAi {
+                    base_url: required("base_url")?,
+                    model: required("model")?,
+                    dimensions,
+                    api_key_env: self.string("embedder", "api_key_env")?,
+                })
+            }
+            other => Err(self.error(format!("`embedder.kind` {other:?} is not \"local\" or \"openai\""))),
+        }
     }
 
     /// The `[server]` table, if present (interpreted by `memdedup serve`).
@@ -138,10 +213,12 @@ impl ConfigFile {
     fn string(&self, table: &str, key: &str) -> Result<Option<String>> {
         let Some(section) = self.table.get(table) else { return Ok(None) };
         let Some(section) = section.as_table() else { return Err(self.error(format!("`{table}` must be a table"))) };
+        let known: &[&str] = if table == "embedder" { &EMBEDDER_KEYS } else { &[key] };
         if table != "dedup"
-            && let Some(unknown) = section.keys().find(|k| k.as_str() != key)
+            && let Some(unknown) = section.keys().find(|k| !known.contains(&k.as_str()))
         {
-            return Err(self.error(format!("unknown key `{table}.{unknown}` (known: {table}.{key})")));
+            let known = known.iter().map(|k| format!("{table}.{k}")).collect::<Vec<_>>().join(", ");
+            return Err(self.error(format!("unknown key `{table}.{unknown}` (known: {known})")));
         }
         match section.get(key) {
             None => Ok(None),
@@ -179,6 +256,34 @@ mod tests {
         assert_eq!(dedup.default_threshold, 0.8);
         assert_eq!(dedup.threshold_for("decisions"), 0.95);
         assert_eq!(dedup.threshold_for("patterns"), 0.90);
+    }
+
+    #[test]
+    fn embedder_table_selects_local_or_openai() {
+        assert_eq!(parse("").unwrap().embedder().unwrap(), EmbedderSettings::Local { model_dir: None });
+        let config = parse(
+            "[embedder]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\ndimensions = 512\napi_key_env = \"KEY\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            config.embedder().unwrap(),
+            EmbedderSettings::OpenAi {
+                base_url: "http://127.0.0.1:9/v1".to_owned(),
+                model: "m".to_owned(),
+                dimensions: Some(512),
+                api_key_env: Some("KEY".to_owned()),
+            }
+        );
+        for (text, expected) in [
+            ("[embedder]\nkind = \"openai\"\nmodel = \"m\"\n", "`embedder.base_url` is required"),
+            ("[embedder]\nmodel = \"m\"\n", "`embedder.model` needs `embedder.kind = \"openai\"`"),
+            ("[embedder]\nkind = \"onnx\"\n", "`embedder.kind` \"onnx\" is not"),
+            ("[embedder]\nkind = \"openai\"\nbase_url = \"u\"\nmodel = \"m\"\ndimensions = 0\n", "positive integer"),
+            ("[embedder]\nurl = \"u\"\n", "unknown key `embedder.url`"),
+        ] {
+            let err = parse(text).unwrap_err().to_string();
+            assert!(err.contains(expected), "{text}: {err}");
+        }
     }
 
     #[test]

@@ -57,7 +57,7 @@ pub use dedup_store::{
 
 pub use cached::CachedEmbedder;
 pub use collection::{CollectionItem, DEFAULT_NAMESPACE, ScanOptions, ScanReport, scan_collection};
-pub use config::{CONFIG_ENV_VAR, CONFIG_FILE_NAME, ConfigFile};
+pub use config::{CONFIG_ENV_VAR, CONFIG_FILE_NAME, ConfigFile, EmbedderSettings};
 pub use embed::{EMBED_CHUNK, default_embedder, embed_texts};
 pub use error::{Error, Result};
 pub use playbook::{DedupOutcome, DedupReport, deduplicate_playbook, run_deduplication, run_deduplication_with};
