@@ -30,5 +30,7 @@ pub use error::{Error, Result};
 pub use recent::{RecentCaptureCache, RecentCaptures, RecentHit};
 #[cfg(feature = "redis")]
 pub use redis_recent::RedisRecentCaptures;
-pub use service::{AddOutcome, CheckFailure, CheckType, DeduplicationService, DuplicateCheckResult, DuplicateReason};
+pub use service::{
+    AddOutcome, Backfill, CheckFailure, CheckType, DeduplicationService, DuplicateCheckResult, DuplicateReason,
+};
 pub use store_recent::StoreRecentCaptures;

@@ -26,6 +26,10 @@ pub const CACHE_HIT_RATE: &str = "dedup_cache_hit_rate";
 /// because their backend failed (fail open).
 pub const CHECK_FAILURES_TOTAL: &str = "dedup_check_failures_total";
 
+/// Counter `dedup_backfilled_total`: memories stored while the embedder was down that a
+/// backfill has since embedded.
+pub const BACKFILLED_TOTAL: &str = "dedup_backfilled_total";
+
 /// The values of the `reason` label of [`SKIPPED_TOTAL`].
 pub const SKIP_REASONS: [&str; 3] = ["exact", "semantic", "recent"];
 /// The values of the `check_type` label of [`CHECK_DURATION_MS`] (the first three are
@@ -46,6 +50,11 @@ fn describe_all() {
     describe_histogram!(SIMILARITY_SCORE, "Cosine similarity of semantic duplicate matches, by namespace");
     describe_gauge!(CACHE_SIZE, Unit::Count, "Live entries in the recent-capture cache");
     describe_gauge!(CACHE_HIT_RATE, "Recent-capture cache hits per lookup since the process started");
+    describe_counter!(
+        BACKFILLED_TOTAL,
+        Unit::Count,
+        "Memories stored while the embedder was down that a backfill has since embedded"
+    );
     describe_counter!(
         CHECK_FAILURES_TOTAL,
         Unit::Count,
@@ -94,6 +103,11 @@ pub fn cache_lookup(hit: bool) {
 pub fn check_failed(check_type: &'static str) {
     debug_assert!(CHECK_TYPES[..3].contains(&check_type), "unknown check type {check_type:?}");
     counter!(CHECK_FAILURES_TOTAL, "check_type" => check_type).increment(1);
+}
+
+/// A backfill embedded `n` memories.
+pub fn backfilled(n: usize) {
+    counter!(BACKFILLED_TOTAL).increment(n as u64);
 }
 
 /// Hits and lookups counted without a lock.

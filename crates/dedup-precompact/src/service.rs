@@ -153,6 +153,8 @@ struct ChainOutcome {
     vector: Option<StoredVector>,
     /// Whether a failure of the semantic check means the vector must not be stored.
     vector_rejected: bool,
+    /// Whether the embedder itself failed (so the memory awaits a vector).
+    embedder_failed: bool,
 }
 
 impl DeduplicationService {
@@ -282,9 +284,15 @@ impl DeduplicationService {
         let threshold = semantic_ran.then_some(result.threshold);
         let vector = if chain.vector_rejected { None } else { chain.vector };
         let embedded = vector.is_some();
+        // The embedder failed: store now, and let a backfill add the vector later.
+        let memory = if chain.embedder_failed { memory.vector_pending() } else { memory };
         match self.store.insert_checked(memory, vector, threshold).await? {
             InsertOutcome::Inserted(id) => {
                 self.record_hash(&chain.hash, &scope, id).await;
+                if embedded {
+                    // The embedder works (again): catch up on what was stored without it.
+                    self.backfill_quietly(&scope).await;
+                }
                 tracing::debug!(fingerprint = chain.hash.fingerprint(), urn = %scope.urn(id), "stored");
                 Ok(AddOutcome { stored: Some(id), urn: Some(scope.urn(id)), check: result, embedded })
             }
@@ -341,9 +349,16 @@ impl DeduplicationService {
         };
         let mut vector = None;
         let mut vector_rejected = false;
+        let mut embedder_failed = false;
         if !self.config.enabled {
             result.not_run = vec![CheckType::Exact, CheckType::Semantic, CheckType::Recent];
-            return Ok(ChainOutcome { result: finish(result, started, namespace), hash, vector, vector_rejected });
+            return Ok(ChainOutcome {
+                result: finish(result, started, namespace),
+                hash,
+                vector,
+                vector_rejected,
+                embedder_failed,
+            });
         }
 
         // 1. Exact: the content hash among the scope's live memories.
@@ -353,7 +368,13 @@ impl DeduplicationService {
         match exact {
             Ok(Some(id)) => {
                 mark_duplicate(&mut result, scope, DuplicateReason::ExactMatch, id, 1.0);
-                return Ok(ChainOutcome { result: finish(result, started, namespace), hash, vector, vector_rejected });
+                return Ok(ChainOutcome {
+                    result: finish(result, started, namespace),
+                    hash,
+                    vector,
+                    vector_rejected,
+                    embedder_failed,
+                });
             }
             Ok(None) => {}
             Err(error) => self.fail_open(&mut result, CheckType::Exact, &error.to_string(), &hash),
@@ -378,11 +399,13 @@ impl DeduplicationService {
                                 hash,
                                 vector,
                                 vector_rejected,
+                                embedder_failed,
                             });
                         }
                     }
                     Err(failure) => {
                         let error = failure.error;
+                        embedder_failed = failure.vector.is_none();
                         vector = failure.vector;
                         vector_rejected = failure.vector_rejected;
                         self.fail_open(&mut result, CheckType::Semantic, &error, &hash);
@@ -409,7 +432,7 @@ impl DeduplicationService {
             }
             Err(error) => self.fail_open(&mut result, CheckType::Recent, &error.to_string(), &hash),
         }
-        Ok(ChainOutcome { result: finish(result, started, namespace), hash, vector, vector_rejected })
+        Ok(ChainOutcome { result: finish(result, started, namespace), hash, vector, vector_rejected, embedder_failed })
     }
 
     /// Embeds `content` and finds its nearest live memory in `scope`.
@@ -437,6 +460,80 @@ impl DeduplicationService {
         }
     }
 
+    /// Embeds memories of `scope` (or of every scope) stored without the vector their
+    /// writer wanted because the embedder was down, in batches of `batch` (at least 1), at
+    /// most `limit` of them (0: all). With `all_missing`, every live memory without a
+    /// vector counts, including ones stored before this was tracked, or too short for the
+    /// semantic check.
+    ///
+    /// Each memory's [`embedding_text`](dedup_store::Memory::embedding_text) is embedded
+    /// and attached only if the memory is unchanged meanwhile
+    /// ([`Store::attach_vector`]). Fails when the service has no embedder, the embedder
+    /// fails, or the store does; what was attached before the failure stays attached.
+    pub async fn backfill(
+        &self,
+        scope: Option<&Scope>,
+        all_missing: bool,
+        batch: usize,
+        limit: usize,
+    ) -> Result<Backfill> {
+        let Some(embedder) = &self.embedder else {
+            return Err(crate::Error::config("backfill", "no embedder is configured"));
+        };
+        let batch = batch.max(1);
+        let mut report = Backfill::default();
+        let mut after = None;
+        loop {
+            let want = if limit == 0 { batch } else { batch.min(limit - report.examined) };
+            if want == 0 {
+                break;
+            }
+            let filter = dedup_store::ListFilter {
+                domain: scope.map(|s| s.domain().to_owned()),
+                namespace: scope.map(|s| s.namespace_name().to_owned()),
+                vector_pending: !all_missing,
+                without_vector: all_missing,
+                after,
+                limit: want,
+                ..dedup_store::ListFilter::default()
+            };
+            let memories = self.store.list(&filter).await?;
+            let Some(last) = memories.last() else { break };
+            after = Some(last.id);
+            let texts: Vec<String> = memories.iter().map(|m| m.embedding_text().into_owned()).collect();
+            let vectors = embedder.embed(&texts).await?;
+            for (memory, embedding) in memories.iter().zip(vectors) {
+                report.examined += 1;
+                let vector = StoredVector { model: embedder.model_id().to_owned(), embedding };
+                match self.store.attach_vector(memory.id, &memory.content_hash, &vector).await {
+                    Ok(true) => report.embedded += 1,
+                    Ok(false) => report.changed += 1,
+                    Err(dedup_store::Error::InvalidVector(error)) => {
+                        tracing::warn!(urn = %memory.urn(), %error, "backfill: vector refused");
+                        report.refused += 1;
+                    }
+                    Err(error) => return Err(error.into()),
+                }
+            }
+            if memories.len() < want {
+                break;
+            }
+        }
+        metrics::backfilled(report.embedded);
+        Ok(report)
+    }
+
+    /// A bounded backfill of `scope` after a successful embedding; failures are logged.
+    async fn backfill_quietly(&self, scope: &Scope) {
+        match self.backfill(Some(scope), false, AUTO_BACKFILL, AUTO_BACKFILL).await {
+            Ok(report) if report.embedded > 0 => {
+                tracing::info!(%scope, embedded = report.embedded, "backfilled vectors of memories stored while the embedder was down");
+            }
+            Ok(_) => {}
+            Err(error) => tracing::warn!(%scope, %error, "backfill failed"),
+        }
+    }
+
     fn fail_open(&self, result: &mut DuplicateCheckResult, check: CheckType, error: &str, hash: &ContentHash) {
         metrics::check_failed(check.label());
         tracing::warn!(
@@ -447,6 +544,23 @@ impl DeduplicationService {
         );
         result.degraded.push(CheckFailure { check, error: error.to_owned() });
     }
+}
+
+/// Memories a store's successful add backfills at most, so one add never waits long.
+const AUTO_BACKFILL: usize = 16;
+
+/// What [`DeduplicationService::backfill`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Backfill {
+    /// Memories looked at.
+    pub examined: usize,
+    /// Memories that got their vector.
+    pub embedded: usize,
+    /// Memories edited, deleted or embedded by someone else meanwhile: left alone.
+    pub changed: usize,
+    /// Memories whose vector the store refused (other dimensions than the scope's
+    /// vectors of the same model).
+    pub refused: usize,
 }
 
 struct SemanticFailure {

@@ -123,6 +123,9 @@ pub struct Memory {
     /// Whether its vector embeds the title with the content (see
     /// [`NewMemory::embed_title`] and [`Memory::embedding_text`]).
     pub embeds_title: bool,
+    /// Whether it was stored without the vector its writer wanted (the embedder was down)
+    /// and still has none: a backfill embeds it.
+    pub vector_pending: bool,
     /// When it was stored.
     pub created_at: DateTime<Utc>,
     /// When it last changed.
@@ -179,6 +182,9 @@ pub struct NewMemory {
     /// Whether the vector stored with it embeds [`titled_text`] of its title and content
     /// rather than the content alone (false by default). See [`NewMemory::embed_title`].
     pub embeds_title: bool,
+    /// Whether it is stored without the vector its writer wanted (the embedder was down),
+    /// so that a backfill embeds it later. See [`NewMemory::vector_pending`].
+    pub vector_pending: bool,
 }
 
 impl NewMemory {
@@ -192,6 +198,7 @@ impl NewMemory {
             metadata: serde_json::Map::new(),
             unique_content: true,
             embeds_title: false,
+            vector_pending: false,
         }
     }
 
@@ -208,6 +215,15 @@ impl NewMemory {
     /// same text ([`Memory::embedding_text`]).
     pub fn embed_title(mut self) -> NewMemory {
         self.embeds_title = true;
+        self
+    }
+
+    /// Marks this memory, stored without a vector, as awaiting one: its writer wanted a
+    /// vector but the embedder was down. A backfill
+    /// ([`ListFilter::vector_pending`], [`Store::attach_vector`](crate::Store::attach_vector))
+    /// embeds it later. Ignored when a vector is stored with it.
+    pub fn vector_pending(mut self) -> NewMemory {
+        self.vector_pending = true;
         self
     }
 
@@ -354,9 +370,11 @@ pub struct ListFilter {
     pub after: Option<MemoryId>,
     /// At most this many (0 means no limit).
     pub limit: usize,
-    /// Only live memories that have no vector (stored while the embedder was down), for a
-    /// backfill.
+    /// Only live memories that have no vector, for a backfill.
     pub without_vector: bool,
+    /// Only live memories stored without the vector their writer wanted (the embedder
+    /// was down) that still have none; found through an index, so cheap to ask often.
+    pub vector_pending: bool,
 }
 
 /// Counts for one scope.
@@ -370,8 +388,9 @@ pub struct NamespaceStats {
     pub live: u64,
     /// Deprecated memories.
     pub deprecated: u64,
-    /// Live memories without a vector (stored while the embedder was down): invisible to
-    /// semantic checks until a backfill embeds them.
+    /// Live memories stored without the vector their writer wanted (the embedder was
+    /// down) that still have none: invisible to semantic checks until a backfill embeds
+    /// them.
     pub unembedded: u64,
     /// Duplicates skipped in this scope, by reason ("exact", "semantic", "recent").
     pub skipped: BTreeMap<String, u64>,

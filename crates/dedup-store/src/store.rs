@@ -631,6 +631,7 @@ pub(crate) struct MemoryRecord {
     metadata: String,
     unique_content: bool,
     embeds_title: bool,
+    vector_pending: bool,
     created_at: DateTime<Utc>,
     updated_at: DateTime<Utc>,
 }
@@ -672,6 +673,7 @@ impl TryFrom<MemoryRecord> for Memory {
             metadata,
             unique_content: row.unique_content,
             embeds_title: row.embeds_title,
+            vector_pending: row.vector_pending,
             created_at: row.created_at,
             updated_at: row.updated_at,
         })

@@ -9,6 +9,37 @@ use dedup_store::NewMemory;
 use crate::backend_tests;
 use crate::support::{TableEmbedder, TestStore, long};
 
+/// An embedder that can be switched off, as a model that goes missing and comes back.
+struct Switchable {
+    inner: TableEmbedder,
+    down: std::sync::atomic::AtomicBool,
+}
+
+impl std::fmt::Debug for Switchable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Switchable").field("down", &self.down).finish_non_exhaustive()
+    }
+}
+
+#[async_trait::async_trait]
+impl dedup_embed::Embedder for Switchable {
+    fn model_id(&self) -> &str {
+        self.inner.model_id()
+    }
+
+    fn dims(&self) -> usize {
+        self.inner.dims()
+    }
+
+    async fn embed(&self, texts: &[String]) -> dedup_embed::Result<Vec<dedup_core::Embedding>> {
+        if self.down.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(dedup_embed::Error::Inference("the model is not installed".into()));
+        }
+        self.inner.embed(texts).await
+    }
+}
+
+
 backend_tests! {
     async fn defect_9_captures_of_one_process_are_seen_by_the_next(db) {
         let scope = db.scope("learnings");
@@ -26,6 +57,41 @@ backend_tests! {
         assert_eq!(result.matched_memory_id, Some(id));
         assert!(result.captured_secs_ago.is_some_and(|secs| secs < 60));
         assert!(result.degraded.is_empty(), "{result:?}");
+    }
+
+    async fn defect_8_memories_stored_while_the_embedder_was_down_get_their_vector(db) {
+        let original = long("Deploy only after the canary has been green for an hour");
+        let paraphrase = long("Ship to production once the canary stays green for sixty minutes");
+        let embedder = Arc::new(Switchable {
+            inner: TableEmbedder::new().with_paraphrase(&original, &paraphrase, 0.97),
+            down: std::sync::atomic::AtomicBool::new(true),
+        });
+        let dedup = DeduplicationService::new(db.store.clone(), embedder.clone(), DeduplicationConfig::default());
+        let scope = db.scope("learnings");
+        let stored = dedup.add(NewMemory::new(scope.clone(), &original)).await.unwrap();
+        let id = stored.stored.expect("stored despite the embedder (fail-open)");
+        assert!(!stored.embedded);
+        let memory = db.store.get(id).await.unwrap().unwrap();
+        assert!(memory.vector_pending, "{memory:?}");
+        let stats = db.store.stats().await.unwrap();
+        let ours = stats.namespaces.iter().find(|n| n.domain == db.domain && n.namespace == "learnings").unwrap();
+        assert_eq!(ours.unembedded, 1);
+
+        // The embedder is back: the next add embeds its own text and catches up on the rest.
+        embedder.down.store(false, std::sync::atomic::Ordering::SeqCst);
+        let next = dedup.add(NewMemory::new(scope.clone(), long("Keep feature flags for one release only"))).await.unwrap();
+        assert!(next.stored.is_some() && next.embedded);
+        assert!(!db.store.get(id).await.unwrap().unwrap().vector_pending);
+        // The backfilled memory is now visible to the semantic check.
+        let check = dedup.check_duplicate(&paraphrase, &scope).await.unwrap();
+        assert_eq!(check.reason, Some(DuplicateReason::SemanticSimilar), "{check:?}");
+        assert_eq!(check.matched_memory_id, Some(id));
+        let stats = db.store.stats().await.unwrap();
+        let ours = stats.namespaces.iter().find(|n| n.domain == db.domain && n.namespace == "learnings").unwrap();
+        assert_eq!(ours.unembedded, 0);
+        // An explicit backfill now finds nothing left to do.
+        let report = dedup.backfill(Some(&scope), false, 8, 0).await.unwrap();
+        assert_eq!(report.embedded, 0);
     }
 }
 

@@ -25,3 +25,8 @@ CREATE INDEX recent_captures_age ON recent_captures (captured_at_us);
 -- Whether a memory's vector embeds "{title}. {content}" (the HTTP service's nodes) rather
 -- than the content alone, so that a backfill embeds what its writer would have.
 ALTER TABLE memories ADD COLUMN embeds_title BOOLEAN NOT NULL DEFAULT FALSE;
+
+-- Whether the memory was stored without the vector its writer wanted (the embedder was
+-- down): a backfill embeds it once an embedder is back, found through a small index.
+ALTER TABLE memories ADD COLUMN vector_pending BOOLEAN NOT NULL DEFAULT FALSE;
+CREATE INDEX memories_vector_pending ON memories (domain, namespace, id) WHERE vector_pending AND NOT deprecated;

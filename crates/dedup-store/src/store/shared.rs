@@ -10,7 +10,7 @@ macro_rules! memory_columns {
     () => {
         "id, domain, namespace, kind, title, content, content_hash, lifecycle, helpful, harmful, \
          occurrence_count, dedup_verified, CAST(dedup_attempts AS BIGINT) AS dedup_attempts, dedup_last_error, \
-         deprecated, merged_into, CAST(metadata AS TEXT) AS metadata, unique_content, embeds_title, created_at, updated_at"
+         deprecated, merged_into, CAST(metadata AS TEXT) AS metadata, unique_content, embeds_title, vector_pending, created_at, updated_at"
     };
 }
 
@@ -113,10 +113,10 @@ macro_rules! shared_queries {
                     let memory = &prepared.memory;
                     let inserted: Option<i64> = sqlx::query_scalar(concat!(
                         "INSERT INTO memories (domain, namespace, kind, title, content, content_hash, metadata, \
-                         created_at, updated_at, change_seq, unique_content, embeds_title) VALUES ($1, $2, $3, $4, \
-                         $5, $6, $7",
+                         created_at, updated_at, change_seq, unique_content, embeds_title, vector_pending) \
+                         VALUES ($1, $2, $3, $4, $5, $6, $7",
                         $json,
-                        ", $8, $8, $9, $10, $11) ON CONFLICT (domain, namespace, content_hash) \
+                        ", $8, $8, $9, $10, $11, $12) ON CONFLICT (domain, namespace, content_hash) \
                          WHERE NOT deprecated AND unique_content DO NOTHING RETURNING id"
                     ))
                     .bind(scope.domain())
@@ -130,6 +130,7 @@ macro_rules! shared_queries {
                     .bind(version)
                     .bind(memory.unique_content)
                     .bind(memory.embeds_title)
+                    .bind(memory.vector_pending && vector.is_none())
                     .fetch_optional(write.conn())
                     .await?;
                     let Some(id) = inserted.map(MemoryId::new) else {
@@ -247,6 +248,9 @@ macro_rules! shared_queries {
                     if prepared.changes_vector() {
                         let version = bump_version(write.conn(), &scope).await?;
                         query.push(", change_seq = ").push_bind(version);
+                        if prepared.vector.is_some() {
+                            query.push(", vector_pending = FALSE");
+                        }
                     }
                     query.push(" WHERE id = ").push_bind(id.get());
                     query.build().execute(write.conn()).await?;
@@ -351,6 +355,9 @@ macro_rules! shared_queries {
                     if !filter.include_deprecated || filter.without_vector {
                         query.push(" AND NOT deprecated");
                     }
+                    if filter.vector_pending {
+                        query.push(" AND vector_pending AND NOT deprecated");
+                    }
                     if filter.without_vector {
                         query.push(" AND NOT EXISTS (SELECT 1 FROM embeddings e WHERE e.memory_id = memories.id)");
                     }
@@ -399,8 +406,7 @@ macro_rules! shared_queries {
                     let counts: Vec<(String, String, i64, i64, i64)> = sqlx::query_as(
                         "SELECT domain, namespace, COUNT(*) FILTER (WHERE NOT deprecated), \
                          COUNT(*) FILTER (WHERE deprecated), \
-                         COUNT(*) FILTER (WHERE NOT deprecated AND NOT EXISTS \
-                             (SELECT 1 FROM embeddings e WHERE e.memory_id = memories.id)) \
+                         COUNT(*) FILTER (WHERE NOT deprecated AND vector_pending) \
                          FROM memories GROUP BY domain, namespace",
                     )
                     .fetch_all(&self.pool)

@@ -233,7 +233,7 @@ macro_rules! upkeep_queries {
                     }
                     check_model_dims(write.conn(), &scope, vector, Some(id)).await?;
                     let version = bump_version(write.conn(), &scope).await?;
-                    sqlx::query("UPDATE memories SET change_seq = $2 WHERE id = $1")
+                    sqlx::query("UPDATE memories SET change_seq = $2, vector_pending = FALSE WHERE id = $1")
                         .bind(id.get())
                         .bind(version)
                         .execute(write.conn())

@@ -74,21 +74,32 @@ backend_tests! {
     async fn defect_8_unembedded_memories_are_listed_counted_and_backfilled(db) {
         let store = db.open().await?;
         let s = scope("global", "lessons");
-        let with_vector = insert_vector(&store, &s, "embedded", &basis(4, 0)).await?;
-        let plain = insert_text(&store, &s, "stored while the embedder was down").await?;
-        let titled = match store
-            .insert_checked(NewMemory::new(s.clone(), "Low volume raises slippage").with_title("No weekend trades").embed_title(), None, None)
-            .await?
-        {
-            dedup_store::InsertOutcome::Inserted(id) => id,
-            other => anyhow::bail!("expected an insert, got {other:?}"),
+        let insert = |memory: NewMemory| {
+            let store = &store;
+            async move {
+                match store.insert_checked(memory, None, None).await? {
+                    dedup_store::InsertOutcome::Inserted(id) => Ok(id),
+                    other => anyhow::bail!("expected an insert, got {other:?}"),
+                }
+            }
         };
+        insert_vector(&store, &s, "embedded", &basis(4, 0)).await?;
+        // Too short for a vector on purpose: not pending, not counted.
+        insert_text(&store, &s, "short").await?;
+        let plain = insert(NewMemory::new(s.clone(), "stored while the embedder was down").vector_pending()).await?;
+        let titled = insert(
+            NewMemory::new(s.clone(), "Low volume raises slippage").with_title("No weekend trades").embed_title().vector_pending(),
+        )
+        .await?;
         let stats = store.stats().await?;
-        assert_eq!(stats.namespaces[0].live, 3);
+        assert_eq!(stats.namespaces[0].live, 4);
         assert_eq!(stats.namespaces[0].unembedded, 2);
+        let pending_filter = ListFilter { vector_pending: true, ..ListFilter::default() };
+        assert_eq!(store.list(&pending_filter).await?.iter().map(|m| m.id).collect::<Vec<_>>(), [plain, titled]);
 
         let filter = ListFilter { without_vector: true, ..ListFilter::default() };
-        let pending = store.list(&filter).await?;
+        let pending: Vec<_> = store.list(&filter).await?.into_iter().filter(|m| m.vector_pending).collect();
+        assert_eq!(store.list(&filter).await?.len(), 3, "every live memory without a vector");
         assert_eq!(pending.iter().map(|m| m.id).collect::<Vec<_>>(), [plain, titled]);
         assert_eq!(pending[0].embedding_text(), "stored while the embedder was down");
         assert_eq!(pending[1].embedding_text(), titled_text("No weekend trades", "Low volume raises slippage"));
@@ -107,11 +118,12 @@ backend_tests! {
         assert!(!store.attach_vector(titled, &pending[1].content_hash, &vector).await?);
         // Wrong dimensions for the scope's vectors of the model are refused.
         let wrong = StoredVector { model: MODEL.to_owned(), embedding: basis(8, 1) };
-        let fresh = store.list(&filter).await?;
+        let fresh = store.list(&pending_filter).await?;
+        assert_eq!(fresh.len(), 1);
         let error = store.attach_vector(titled, &fresh[0].content_hash, &wrong).await.unwrap_err();
         assert!(matches!(error, Error::InvalidVector(_)), "{error}");
         assert_eq!(store.stats().await?.namespaces[0].unembedded, 1);
-        let _ = with_vector;
+        assert!(!store.get(plain).await?.expect("stored").vector_pending);
         Ok(())
     }
 }
