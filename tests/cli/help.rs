@@ -6,7 +6,7 @@ use crate::support::memdedup;
 
 #[test]
 fn help_works_for_every_command() {
-    let commands: [&[&str]; 11] = [
+    let commands: [&[&str]; 12] = [
         &[],
         &["playbook"],
         &["playbook", "dedup"],
@@ -18,6 +18,7 @@ fn help_works_for_every_command() {
         &["list"],
         &["show"],
         &["stats"],
+        &["reembed"],
     ];
     for command in commands {
         memdedup().args(command).arg("--help").assert().success().stdout(contains("Usage: memdedup")).stderr("");

@@ -388,3 +388,43 @@ fn defect_11_add_stdin_drops_the_bom_and_zero_width_characters_do_not_make_a_tex
     assert_eq!(again["check"]["reason"], "ExactMatch", "{again}");
     assert_eq!(again["check"]["matched_urn"], urn.as_str());
 }
+
+#[test]
+fn defect_8_memories_stored_without_the_model_are_counted_and_reembedded() {
+    require_model();
+    let (_dir, db) = sqlite_db();
+    let missing = tempfile::tempdir().expect("temporary directory");
+    let no_model = missing.path().display().to_string();
+    // The model is missing: the memory is stored anyway (fail-open), without a vector.
+    let stored = memdedup()
+        .args(["--db", &db, "--model-dir", &no_model, "add", DECISION, "-n", "decisions", "--json"])
+        .assert()
+        .success();
+    let stored = json(&stored.get_output().stdout);
+    assert_eq!(stored["embedded"], false, "{stored}");
+    let stats = run_json(&db, &["stats"]);
+    assert_eq!(stats["namespaces"][0]["unembedded"], 1, "{stats}");
+    let human = memdedup().args(["--db", &db, "stats"]).assert().success();
+    let human = text(&human.get_output().stdout);
+    assert!(human.contains("1 awaiting a vector") && human.contains("memdedup reembed"), "{human}");
+    // Without the model, a paraphrase is not caught: the stored memory has no vector.
+    let blind = memdedup()
+        .args(["--db", &db, "--model-dir", &no_model, "check", DECISION_PARAPHRASE, "-n", "decisions", "--json"])
+        .assert()
+        .success();
+    assert_eq!(json(&blind.get_output().stdout)["is_duplicate"], false);
+
+    // reembed without a model fails, naming the fix, and changes nothing.
+    let failed = memdedup().args(["--db", &db, "--model-dir", &no_model, "reembed"]).assert().failure();
+    assert!(text(&failed.get_output().stderr).contains("cargo xtask fetch-model"));
+    assert_eq!(run_json(&db, &["stats"])["namespaces"][0]["unembedded"], 1);
+
+    // With the model: one memory embedded, and the paraphrase is now a semantic duplicate.
+    let report = run_json(&db, &["reembed"]);
+    assert_eq!((report["embedded"].as_u64(), report["examined"].as_u64()), (Some(1), Some(1)), "{report}");
+    assert_eq!(run_json(&db, &["stats"])["namespaces"][0]["unembedded"], 0);
+    let check = run_json(&db, &["check", DECISION_PARAPHRASE, "-n", "decisions"]);
+    assert_eq!(check["reason"], "SemanticSimilar", "{check}");
+    // Nothing left: a second run embeds nothing.
+    assert_eq!(run_json(&db, &["reembed", "-n", "decisions"])["embedded"], 0);
+}

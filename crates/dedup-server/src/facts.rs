@@ -181,6 +181,18 @@ pub(crate) async fn create_fact(
                 evicted: Vec::new(),
             },
         ),
+        FactOutcome::Outranked { confidence, lowest_kept, max_facts } => (
+            StatusCode::OK,
+            CreateFactResponse {
+                outcome: "outranked",
+                fact: None,
+                evicted: Vec::new(),
+                message: Some(format!(
+                    "skipped: the namespace holds {max_facts} facts, and keeping this one (confidence \
+                     {confidence}) would evict one of confidence {lowest_kept}"
+                )),
+            },
+        ),
         FactOutcome::LowConfidence { confidence, threshold } => (
             StatusCode::OK,
             CreateFactResponse {

@@ -9,8 +9,9 @@ use serde_json::json;
 use crate::UsageError;
 use crate::cli::{CaptureArgs, GlobalArgs};
 use crate::input::{display_name, read_text, without_bom};
-use crate::memory_cmd::{add_json, open_service, warn_degraded};
+use crate::open::open_service;
 use crate::output::emit;
+use crate::verdict::{add_json, warn_degraded};
 
 /// One candidate line. Unknown fields are ignored, so extractors may add their own.
 #[derive(Debug, Deserialize)]

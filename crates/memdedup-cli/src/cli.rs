@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+pub(crate) mod facts;
+
 /// Keep an AI agent's long-term memory free of duplicates.
 ///
 /// memdedup embeds memory texts with a local model (all-MiniLM-L6-v2, offline) and groups
@@ -76,10 +78,15 @@ pub(crate) enum Command {
     Show(ShowArgs),
     /// Per-namespace counts and the duplicates skipped, by reason.
     Stats(JsonArgs),
+    /// Embed memories stored while the embedder was down, so semantic checks see them.
+    ///
+    /// `add` and `capture` catch up on a namespace by themselves once the model works
+    /// again (up to 16 memories per stored memory); this does all of them at once.
+    Reembed(ReembedArgs),
     /// Facts about the user, kept free of duplicates, and the prompt text made of them.
     Facts {
         #[command(subcommand)]
-        command: crate::facts_cmd::FactsCommand,
+        command: facts::FactsCommand,
     },
 }
 
@@ -159,6 +166,27 @@ pub(crate) struct ShowArgs {
     /// The memory id (or its memdedup:// URN).
     pub id: String,
     /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ReembedArgs {
+    /// Only this namespace (default: every namespace of the store).
+    #[arg(long, short)]
+    pub namespace: Option<String>,
+    /// The domain of `--namespace`.
+    #[arg(long, default_value = "global", requires = "namespace")]
+    pub domain: String,
+    /// Every live memory without a vector, not only those stored while the embedder was
+    /// down: also memories too short for the semantic check and memories stored before
+    /// this was tracked.
+    #[arg(long)]
+    pub all_missing: bool,
+    /// Memories per embedding batch.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub batch: u32,
+    /// Print the counts as JSON.
     #[arg(long)]
     pub json: bool,
 }

@@ -1,139 +1,21 @@
 //! `memdedup facts add|list|update|delete|context|profile`: the fact memory (seed 002).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context, Result};
-use clap::{Args, Subcommand};
-use memdedup::crates::core::{
-    DEFAULT_CONFIDENCE_THRESHOLD, DEFAULT_MAX_FACTS, DEFAULT_MAX_TOKENS, FactCategory, FactPolicy, FactView,
-    MemoryProfile, default_token_counter, format_context,
-};
+use memdedup::crates::core::{FactPolicy, FactView, MemoryProfile, default_token_counter, format_context};
 use memdedup::crates::store::{Fact, FactOutcome, FactUpdate, NewFact};
 use memdedup::{Scope, Store};
 use serde_json::json;
 
 use crate::UsageError;
-use crate::cli::{GlobalArgs, ScopeArgs};
+use crate::cli::GlobalArgs;
+use crate::cli::facts::{
+    FactsAddArgs, FactsCommand, FactsContextArgs, FactsDeleteArgs, FactsListArgs, FactsProfileArgs, FactsUpdateArgs,
+};
 use crate::input::{read_text, without_bom};
-use crate::memory_cmd::{config_file, open_store, scope as parse_scope};
+use crate::open::{config_file, open_store, scope as parse_scope};
 use crate::output::{emit, snippet};
-
-/// The `facts` subcommands.
-#[derive(Debug, Subcommand)]
-pub(crate) enum FactsCommand {
-    /// Store a fact unless its confidence is too low or the scope has it already
-    /// (ignoring case). A full scope drops its lowest-confidence fact first.
-    ///
-    /// Prints what happened: added (with the id), skipped as a duplicate (of which id) or
-    /// skipped for low confidence. All three exit 0.
-    Add(FactsAddArgs),
-    /// List the facts of a scope, highest confidence first.
-    List(FactsListArgs),
-    /// Change a fact's content, category or confidence (only those given).
-    Update(FactsUpdateArgs),
-    /// Delete a fact.
-    Delete(FactsDeleteArgs),
-    /// Print the profile and facts of a scope as text for a system prompt, within a token
-    /// budget (cl100k_base tokens): lowest-confidence facts are dropped first, then the
-    /// text is cut and ends with "\n...".
-    Context(FactsContextArgs),
-    /// Print the profile summaries of a scope as JSON, or replace them with --set.
-    ///
-    /// The JSON has DeerFlow's memory.json shape: {"user": {"workContext": {"summary":
-    /// …}, "personalContext": …, "topOfMind": …}, "history": {"recentMonths": …,
-    /// "earlierContext": …, "longTermBackground": …}}; missing members are empty.
-    Profile(FactsProfileArgs),
-}
-
-#[derive(Debug, Args)]
-pub(crate) struct FactsAddArgs {
-    /// The fact (`-` reads stdin).
-    pub text: String,
-    #[command(flatten)]
-    pub scope: ScopeArgs,
-    /// preference, knowledge, context, behavior, goal or correction.
-    #[arg(long, short, default_value = "context")]
-    pub category: FactCategory,
-    /// How sure the fact is, in [0, 1] (a fact stated by hand defaults to certain).
-    #[arg(long, value_parser = parse_unit, default_value = "1.0")]
-    pub confidence: f64,
-    /// Where the fact came from (a thread or message id).
-    #[arg(long)]
-    pub source: Option<String>,
-    #[command(flatten)]
-    pub policy: PolicyArgs,
-    /// Print the outcome as JSON.
-    #[arg(long)]
-    pub json: bool,
-}
-
-/// Overrides of the fact policy.
-#[derive(Debug, Args)]
-pub(crate) struct PolicyArgs {
-    /// Facts less confident than this are not stored.
-    #[arg(long, value_parser = parse_unit, default_value_t = DEFAULT_CONFIDENCE_THRESHOLD)]
-    pub min_confidence: f64,
-    /// The most facts the scope keeps.
-    #[arg(long, value_parser = parse_max_facts, default_value_t = DEFAULT_MAX_FACTS)]
-    pub max_facts: usize,
-}
-
-#[derive(Debug, Args)]
-pub(crate) struct FactsListArgs {
-    #[command(flatten)]
-    pub scope: ScopeArgs,
-    /// Print a JSON array.
-    #[arg(long)]
-    pub json: bool,
-}
-
-#[derive(Debug, Args)]
-pub(crate) struct FactsUpdateArgs {
-    /// The fact id (`fact_` and 8 hex digits).
-    pub id: String,
-    /// New content (`-` reads stdin).
-    #[arg(long)]
-    pub content: Option<String>,
-    /// New category.
-    #[arg(long, short)]
-    pub category: Option<FactCategory>,
-    /// New confidence, in [0, 1].
-    #[arg(long, value_parser = parse_unit)]
-    pub confidence: Option<f64>,
-    /// Print the updated fact as JSON.
-    #[arg(long)]
-    pub json: bool,
-}
-
-#[derive(Debug, Args)]
-pub(crate) struct FactsDeleteArgs {
-    /// The fact id (`fact_` and 8 hex digits).
-    pub id: String,
-    /// Print `{"deleted": id}`.
-    #[arg(long)]
-    pub json: bool,
-}
-
-#[derive(Debug, Args)]
-pub(crate) struct FactsContextArgs {
-    #[command(flatten)]
-    pub scope: ScopeArgs,
-    /// The token budget, 1 to 1,000,000 (as the HTTP API).
-    #[arg(long, value_parser = parse_max_tokens, default_value_t = DEFAULT_MAX_TOKENS)]
-    pub max_tokens: usize,
-    /// Print `{"context": …, "tokens": …, "max_tokens": …}`.
-    #[arg(long)]
-    pub json: bool,
-}
-
-#[derive(Debug, Args)]
-pub(crate) struct FactsProfileArgs {
-    #[command(flatten)]
-    pub scope: ScopeArgs,
-    /// Replace the profile with this JSON file (`-` reads stdin).
-    #[arg(long, value_name = "FILE")]
-    pub set: Option<PathBuf>,
-}
 
 /// Runs one `facts` subcommand.
 pub(crate) async fn run(global: &GlobalArgs, command: &FactsCommand) -> Result<()> {
@@ -191,6 +73,10 @@ fn outcome_text(outcome: &FactOutcome, scope: &Scope) -> String {
         FactOutcome::Duplicate { existing } => {
             format!("skipped: duplicate of {} in {scope} (same content, ignoring case)\n", existing.id)
         }
+        FactOutcome::Outranked { confidence, lowest_kept, max_facts } => format!(
+            "skipped: {scope} holds {max_facts} facts, and keeping this one (confidence {confidence:.2}) would \
+             evict one of confidence {lowest_kept:.2}\n"
+        ),
         FactOutcome::LowConfidence { confidence, threshold } => {
             format!("skipped: confidence {confidence:.2} is below the threshold {threshold:.2}\n")
         }
@@ -270,61 +156,4 @@ async fn profile(store: &Store, scope: &Scope, args: &FactsProfileArgs) -> Resul
 /// an encoding marker, not text).
 fn text_arg(text: &str) -> Result<String> {
     if text == "-" { read_text(Path::new("-")).map(|t| without_bom(&t).to_owned()) } else { Ok(text.to_owned()) }
-}
-
-/// A finite number in [0, 1].
-fn parse_unit(raw: &str) -> Result<f64, String> {
-    let value: f64 = raw.trim().parse().map_err(|_| format!("`{raw}` is not a number"))?;
-    if !(0.0..=1.0).contains(&value) {
-        return Err(format!("{raw} is outside [0, 1]"));
-    }
-    Ok(value)
-}
-
-/// A whole number of at least 1.
-fn parse_max_facts(raw: &str) -> Result<usize, String> {
-    match raw.trim().parse::<usize>() {
-        Ok(0) => Err("must be at least 1".to_owned()),
-        Ok(n) => Ok(n),
-        Err(_) => Err(format!("`{raw}` is not a whole number")),
-    }
-}
-
-/// Largest `--max-tokens`, the bound `GET /v1/facts/context` applies too.
-const MAX_CONTEXT_TOKENS: usize = 1_000_000;
-
-/// A token budget in `1..=MAX_CONTEXT_TOKENS`: an empty budget gives no context at all,
-/// which is a mistake, not a request.
-fn parse_max_tokens(raw: &str) -> Result<usize, String> {
-    match raw.trim().parse::<usize>() {
-        Ok(n) if (1..=MAX_CONTEXT_TOKENS).contains(&n) => Ok(n),
-        Ok(n) => Err(format!("{n} is not in 1..={MAX_CONTEXT_TOKENS}")),
-        Err(_) => Err(format!("`{raw}` is not a whole number")),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn defect_11_max_tokens_zero_is_refused_as_over_http() {
-        assert_eq!(parse_max_tokens("2000"), Ok(2000));
-        assert_eq!(parse_max_tokens("1000000"), Ok(MAX_CONTEXT_TOKENS));
-        assert_eq!(parse_max_tokens("0"), Err("0 is not in 1..=1000000".to_owned()));
-        assert!(parse_max_tokens("1000001").is_err());
-        assert!(parse_max_tokens("-1").unwrap_err().contains("not a whole number"));
-    }
-
-    #[test]
-    fn unit_values_are_validated() {
-        assert_eq!(parse_unit("0.75"), Ok(0.75));
-        assert_eq!(parse_unit(" 1 "), Ok(1.0));
-        assert!(parse_unit("1.5").unwrap_err().contains("outside [0, 1]"));
-        assert!(parse_unit("NaN").is_err());
-        assert!(parse_unit("sure").unwrap_err().contains("not a number"));
-        assert_eq!(parse_max_facts("3"), Ok(3));
-        assert!(parse_max_facts("0").is_err());
-        assert!(parse_max_facts("-1").is_err());
-    }
 }

@@ -11,12 +11,15 @@ mod cli;
 mod facts_cmd;
 mod input;
 mod memory_cmd;
+mod open;
 mod output;
 mod playbook_cmd;
 mod progress;
+mod reembed_cmd;
 mod scan_cmd;
 mod serve_cmd;
 mod similarity_cmd;
+mod verdict;
 
 use std::process::ExitCode;
 
@@ -51,6 +54,7 @@ fn main() -> ExitCode {
             Command::List(args) => memory_cmd::list(&cli.global, args).await,
             Command::Show(args) => memory_cmd::show(&cli.global, args).await,
             Command::Stats(args) => memory_cmd::stats(&cli.global, args).await,
+            Command::Reembed(args) => reembed_cmd::run(&cli.global, args).await,
             Command::Facts { command } => facts_cmd::run(&cli.global, command).await,
         }
     });

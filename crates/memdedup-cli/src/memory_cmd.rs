@@ -1,56 +1,17 @@
 //! `memdedup check`, `add`, `list`, `show` and `stats`: the persistent memory store.
 
 use std::path::Path;
-use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
-use memdedup::{
-    AddOutcome, ConfigFile, DeduplicationService, DuplicateCheckResult, DuplicateReason, ListFilter, Memory, MemoryId,
-    NewMemory, Scope, Store, StoreOptions,
-};
-use serde_json::{Value, json};
+use memdedup::{ListFilter, Memory, MemoryId, NewMemory, Scope};
+use serde_json::Value;
 
 use crate::UsageError;
-use crate::cli::{AddArgs, CheckArgs, GlobalArgs, JsonArgs, ListArgs, ScopeArgs, ShowArgs};
+use crate::cli::{AddArgs, CheckArgs, GlobalArgs, JsonArgs, ListArgs, ShowArgs};
 use crate::input::{read_text, without_bom};
-use crate::output::{emit, plural, score, snippet};
-
-/// The config file named by `--config` or found in the usual places.
-pub(crate) fn config_file(global: &GlobalArgs) -> Result<ConfigFile> {
-    Ok(ConfigFile::load(global.config.as_deref())?)
-}
-
-/// Opens the store named by `--db` (or the configured default) and migrates it.
-pub(crate) async fn open_store(global: &GlobalArgs, config: &ConfigFile) -> Result<Arc<Store>> {
-    let location = config.db_location(global.db.as_deref())?;
-    let store = Store::open(&location, &StoreOptions::default()).await?;
-    tracing::debug!(db = %location, "store open");
-    Ok(Arc::new(store))
-}
-
-/// The store plus the checker chain with the local embedder (or without embeddings when no
-/// embedder can be made) and the configured recent-capture cache.
-pub(crate) async fn open_service(global: &GlobalArgs) -> Result<DeduplicationService> {
-    let config = config_file(global)?;
-    let dedup = config.dedup_config()?;
-    let store = open_store(global, &config).await?;
-    let model_dir = match &global.model_dir {
-        Some(dir) => Some(dir.clone()),
-        None => config.model_dir()?,
-    };
-    let service = match memdedup::default_embedder(model_dir.as_deref()) {
-        Ok(embedder) => DeduplicationService::new(store, embedder, dedup),
-        Err(error) => {
-            tracing::warn!("no embedder ({error}); semantic checks are off");
-            DeduplicationService::without_embeddings(store, dedup)
-        }
-    };
-    Ok(service.connect_recent_cache().await)
-}
-
-pub(crate) fn scope(args: &ScopeArgs) -> Result<Scope> {
-    Scope::new(&args.domain, &args.namespace).map_err(|e| UsageError(e.to_string()).into())
-}
+use crate::open::{config_file, open_service, open_store, scope};
+use crate::output::{emit, plural, snippet};
+use crate::verdict::{add_json, add_line, verdict_line, warn_degraded, with_scope};
 
 /// The text argument, or stdin for `-` (without a leading byte-order mark, which is
 /// an encoding marker, not text).
@@ -90,64 +51,6 @@ pub(crate) async fn add(global: &GlobalArgs, args: &AddArgs) -> Result<()> {
     }
     service.store().close().await;
     Ok(())
-}
-
-pub(crate) fn add_json(outcome: &AddOutcome, scope: &Scope) -> String {
-    with_scope(outcome, scope)
-}
-
-/// `value`'s JSON object with a `scope` member added. Serialised directly (not through
-/// `serde_json::Value`), so `f32` scores print as their shortest decimal (0.92, not
-/// 0.9200000166893005).
-fn with_scope<T: serde::Serialize>(value: &T, scope: &Scope) -> String {
-    #[derive(serde::Serialize)]
-    struct WithScope<'a, T> {
-        #[serde(flatten)]
-        value: &'a T,
-        scope: &'a Scope,
-    }
-    serde_json::to_string(&WithScope { value, scope }).unwrap_or_else(|e| json!({"error": e.to_string()}).to_string())
-}
-
-fn add_line(outcome: &AddOutcome, scope: &Scope) -> String {
-    match &outcome.urn {
-        Some(urn) => {
-            let note = if outcome.embedded { "" } else { " (without an embedding: no semantic check ran)" };
-            format!("stored {urn}{note}")
-        }
-        None => format!("not stored: {}", verdict_line(&outcome.check, scope)),
-    }
-}
-
-/// One line saying what the check found and why.
-pub(crate) fn verdict_line(r: &DuplicateCheckResult, scope: &Scope) -> String {
-    let urn = r.matched_urn.as_deref().unwrap_or("?");
-    match r.reason {
-        Some(DuplicateReason::ExactMatch) => format!("duplicate of {urn}: exact match (same normalised text)"),
-        Some(DuplicateReason::SemanticSimilar) => format!(
-            "duplicate of {urn}: semantically similar, cosine {:.4} >= threshold {:.2}",
-            score(r.similarity_score.unwrap_or(0.0)),
-            r.threshold
-        ),
-        Some(DuplicateReason::RecentCapture) => {
-            format!("duplicate of {urn}: captured {} s ago", r.captured_secs_ago.unwrap_or(0))
-        }
-        None => match r.nearest {
-            Some(n) => format!(
-                "unique in {scope}: nearest {} at cosine {:.4} < threshold {:.2}",
-                scope.urn(n.id),
-                score(n.score),
-                r.threshold
-            ),
-            None => format!("unique in {scope}"),
-        },
-    }
-}
-
-pub(crate) fn warn_degraded(result: &DuplicateCheckResult) {
-    for failure in &result.degraded {
-        tracing::warn!("{} check skipped (failed open): {}", failure.check.label(), failure.error);
-    }
 }
 
 pub(crate) async fn list(global: &GlobalArgs, args: &ListArgs) -> Result<()> {
@@ -281,34 +184,24 @@ pub(crate) async fn stats(global: &GlobalArgs, args: &JsonArgs) -> Result<()> {
         for n in &stats.namespaces {
             let reasons: Vec<String> = n.skipped.iter().map(|(reason, count)| format!("{reason} {count}")).collect();
             let reasons = if reasons.is_empty() { String::new() } else { format!("; skipped: {}", reasons.join(", ")) };
+            let pending =
+                if n.unembedded == 0 { String::new() } else { format!(", {} awaiting a vector", n.unembedded) };
             out.push_str(&format!(
-                "  {}/{}: {} live, {} deprecated{reasons}\n",
+                "  {}/{}: {} live, {} deprecated{pending}{reasons}\n",
                 n.domain, n.namespace, n.live, n.deprecated
+            ));
+        }
+        let pending: u64 = stats.namespaces.iter().map(|n| n.unembedded).sum();
+        if pending > 0 {
+            out.push_str(&format!(
+                "{} stored while the embedder was down: semantic checks miss them until `memdedup reembed`\n",
+                plural(usize::try_from(pending).unwrap_or(usize::MAX), "memory")
             ));
         }
         emit(&out)?;
     }
     store.close().await;
     Ok(())
-}
-
-/// The embedder for `scan` and `playbook dedup`: the default one, behind the store's
-/// embedding cache when `--db` is given. The outer error is a store that cannot be
-/// opened; the inner one an embedder that cannot be made (which `--fail-open` tolerates).
-pub(crate) async fn collection_embedder(global: &GlobalArgs) -> Result<memdedup::Result<Arc<dyn memdedup::Embedder>>> {
-    let config = config_file(global)?;
-    let model_dir = match &global.model_dir {
-        Some(dir) => Some(dir.clone()),
-        None => config.model_dir()?,
-    };
-    let store = match &global.db {
-        Some(_) => Some(open_store(global, &config).await?),
-        None => None,
-    };
-    Ok(memdedup::default_embedder(model_dir.as_deref()).map(|embedder| match store {
-        Some(store) => Arc::new(memdedup::CachedEmbedder::new(embedder, store)) as Arc<dyn memdedup::Embedder>,
-        None => embedder,
-    }))
 }
 
 #[cfg(test)]

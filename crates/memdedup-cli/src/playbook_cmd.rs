@@ -39,7 +39,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: &PlaybookDedupArgs) -> Result
     let text = read_text(&args.file)?;
     let playbook = Playbook::parse(without_bom(&text)).with_context(|| format!("cannot read playbook {name}"))?;
     let threshold = Threshold::resolve(args.threshold);
-    let embedder = crate::memory_cmd::collection_embedder(global).await?;
+    let embedder = crate::open::collection_embedder(global).await?;
     let bar = embedding_bar(playbook.len(), global.quiet);
     let outcome = match embedder {
         Ok(embedder) => {

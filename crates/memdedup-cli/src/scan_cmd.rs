@@ -14,7 +14,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: &ScanArgs) -> Result<()> {
     let collection = parse_collection(&read_text(&args.file)?, &name)?;
     let items = &collection.items;
     let options = ScanOptions { threshold: Threshold::new(args.threshold)?, cross_namespace: args.cross_namespace };
-    let embedder = crate::memory_cmd::collection_embedder(global).await??;
+    let embedder = crate::open::collection_embedder(global).await??;
     let bar = embedding_bar(items.len(), global.quiet);
     let progress = |done: usize, total: usize| {
         bar.set_length(total as u64);

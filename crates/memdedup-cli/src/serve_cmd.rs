@@ -9,7 +9,7 @@ use memdedup::{ConfigFile, Embedder, EmbedderSettings};
 
 use crate::UsageError;
 use crate::cli::{GlobalArgs, ServeArgs};
-use crate::memory_cmd::{config_file, open_store};
+use crate::open::{config_file, open_store};
 
 /// Texts embedded together when concurrent requests arrive at once.
 const BATCH: usize = 32;

@@ -1,0 +1,65 @@
+//! The one place that opens stores, embedders and the checker chain for the commands.
+
+use std::sync::Arc;
+
+use anyhow::Result;
+use memdedup::{ConfigFile, DeduplicationService, Scope, Store, StoreOptions};
+
+use crate::UsageError;
+use crate::cli::{GlobalArgs, ScopeArgs};
+
+/// The config file named by `--config` or found in the usual places.
+pub(crate) fn config_file(global: &GlobalArgs) -> Result<ConfigFile> {
+    Ok(ConfigFile::load(global.config.as_deref())?)
+}
+
+/// Opens the store named by `--db` (or the configured default) and migrates it.
+pub(crate) async fn open_store(global: &GlobalArgs, config: &ConfigFile) -> Result<Arc<Store>> {
+    let location = config.db_location(global.db.as_deref())?;
+    let store = Store::open(&location, &StoreOptions::default()).await?;
+    tracing::debug!(db = %location, "store open");
+    Ok(Arc::new(store))
+}
+
+/// The store plus the checker chain with the local embedder (or without embeddings when no
+/// embedder can be made) and the configured recent-capture cache.
+pub(crate) async fn open_service(global: &GlobalArgs) -> Result<DeduplicationService> {
+    let config = config_file(global)?;
+    let dedup = config.dedup_config()?;
+    let store = open_store(global, &config).await?;
+    let model_dir = match &global.model_dir {
+        Some(dir) => Some(dir.clone()),
+        None => config.model_dir()?,
+    };
+    let service = match memdedup::default_embedder(model_dir.as_deref()) {
+        Ok(embedder) => DeduplicationService::new(store, embedder, dedup),
+        Err(error) => {
+            tracing::warn!("no embedder ({error}); semantic checks are off");
+            DeduplicationService::without_embeddings(store, dedup)
+        }
+    };
+    Ok(service.connect_recent_cache().await)
+}
+
+pub(crate) fn scope(args: &ScopeArgs) -> Result<Scope> {
+    Scope::new(&args.domain, &args.namespace).map_err(|e| UsageError(e.to_string()).into())
+}
+
+/// The embedder for `scan` and `playbook dedup`: the default one, behind the store's
+/// embedding cache when `--db` is given. The outer error is a store that cannot be
+/// opened; the inner one an embedder that cannot be made (which `--fail-open` tolerates).
+pub(crate) async fn collection_embedder(global: &GlobalArgs) -> Result<memdedup::Result<Arc<dyn memdedup::Embedder>>> {
+    let config = config_file(global)?;
+    let model_dir = match &global.model_dir {
+        Some(dir) => Some(dir.clone()),
+        None => config.model_dir()?,
+    };
+    let store = match &global.db {
+        Some(_) => Some(open_store(global, &config).await?),
+        None => None,
+    };
+    Ok(memdedup::default_embedder(model_dir.as_deref()).map(|embedder| match store {
+        Some(store) => Arc::new(memdedup::CachedEmbedder::new(embedder, store)) as Arc<dyn memdedup::Embedder>,
+        None => embedder,
+    }))
+}
