@@ -247,11 +247,13 @@ on_both_backends! {
         assert_eq!(reply.body["evicted"], json!([low]));
         assert_eq!(contents(&list(&server).await?), ["High", "Middle", "Newcomer"], "sorted by confidence");
 
-        // A newcomer less sure than every stored fact still replaces the lowest one.
+        // A newcomer less sure than every stored fact would evict a better one: it is the
+        // one left out, and the reply says why.
         let reply = server.post("/v1/facts", &fact("Unsure", "goal", 0.55)).await?;
-        reply.expect(StatusCode::CREATED)?;
-        assert_eq!(reply.body["evicted"][0]["content"], "Newcomer");
-        assert_eq!(contents(&list(&server).await?), ["High", "Middle", "Unsure"]);
+        reply.expect(StatusCode::OK)?;
+        assert_eq!(reply.body["outcome"], "outranked");
+        assert!(reply.body["message"].as_str().is_some_and(|m| m.contains("0.7")), "{}", reply.body);
+        assert_eq!(contents(&list(&server).await?), ["High", "Middle", "Newcomer"]);
         // Duplicates and skipped facts evict nothing.
         server.post("/v1/facts", &fact("high", "goal", 0.99)).await?.expect(StatusCode::OK)?;
         server.post("/v1/facts", &fact("Noise", "goal", 0.1)).await?.expect(StatusCode::OK)?;
