@@ -1152,7 +1152,8 @@ async fn defect_8_serve_warns_at_startup_when_the_model_is_missing() {
     let model_dir = empty.path().display().to_string();
     let server = Server::start(&["--model-dir", &model_dir, "--db", &db, "serve", "--addr", "127.0.0.1:0"], &[]);
     let startup = server.stderr_so_far();
-    let warning = startup.lines().find(|l| l.starts_with("warning:")).unwrap_or_else(|| panic!("no warning:\n{startup}"));
+    let warning =
+        startup.lines().find(|l| l.starts_with("warning:")).unwrap_or_else(|| panic!("no warning:\n{startup}"));
     assert!(warning.contains("cargo xtask fetch-model") && warning.contains(&model_dir), "{warning}");
     let before_listening = startup.split(LISTENING).next().unwrap_or_default();
     assert!(before_listening.contains("warning:"), "the warning comes before the listening line:\n{startup}");
@@ -1238,7 +1239,8 @@ impl Drop for FakeEmbeddings {
 
 /// Components in [-1, 1) from a splitmix64 stream seeded by the text's bytes (FNV-1a).
 fn fake_vector(text: &str, dims: usize) -> Vec<f32> {
-    let mut state = text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+    let mut state =
+        text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
     (0..dims)
         .map(|_| {
             state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);

@@ -354,7 +354,8 @@ pub(crate) async fn create_node(
     validate_subtype(&subtype)?;
     let mut metadata = request.extra;
     metadata.insert(TYPE_KEY.to_owned(), Value::String(node_type));
-    let mut memory = NewMemory::new(scope.clone(), body).with_kind(subtype.clone()).with_title(title.clone());
+    let mut memory =
+        NewMemory::new(scope.clone(), body).with_kind(subtype.clone()).with_title(title.clone()).embed_title();
     memory = memory.with_metadata(metadata);
 
     let eligible = state.config().nodes.is_dedup_eligible(&subtype);
@@ -376,6 +377,7 @@ pub(crate) async fn create_node(
             None
         }
     };
+    let embedding_failed = embedding.is_none();
     let mut matches = Vec::new();
     if let (true, Some((model, embedding))) = (eligible, &embedding) {
         match search(&state, &scope, &subtype, model, embedding, 5).await {
@@ -395,7 +397,14 @@ pub(crate) async fn create_node(
     let gate_ok = skipped.is_none();
     let vector = embedding.filter(|_| gate_ok || !eligible).map(|(model, embedding)| StoredVector { model, embedding });
     let threshold = (eligible && gate_ok).then_some(state.config().nodes.duplicate_threshold);
+    // No vector because the embedder is missing or failed: a backfill adds it later.
+    let embedder_down = embedding_failed;
+    let memory = if embedder_down { memory.vector_pending() } else { memory };
+    let embedded = vector.is_some();
     let outcome = state.store().insert_checked_filtered(memory, vector, threshold, &filter(&state, &subtype)).await?;
+    if embedded && matches!(outcome, InsertOutcome::Inserted(_)) {
+        backfill_in_background(&state, &scope);
+    }
 
     let dedup = |recommendation, matches, linked| DedupReport {
         status: if !eligible {
@@ -748,16 +757,46 @@ pub(crate) async fn node_edges(
     Ok(axum::Json(EdgeList { data: edges.into_iter().map(edge_view).collect() }))
 }
 
-/// The text a node is embedded as: its title and body.
+/// The text a node is embedded as: its title and body ([`dedup_store::titled_text`], so
+/// a backfill embeds the same text).
 pub fn node_text(title: &str, body: &str) -> String {
-    let title = title.trim();
-    if title.is_empty() {
-        body.to_owned()
-    } else if title.ends_with(['.', '!', '?', ':']) {
-        format!("{title} {body}")
-    } else {
-        format!("{title}. {body}")
-    }
+    dedup_store::titled_text(title, body)
+}
+
+/// Most nodes one successful create backfills in the background.
+const BACKFILL_BATCH: usize = 16;
+
+/// Embeds, in the background, nodes of `scope` stored while the embedder was down (up to
+/// [`BACKFILL_BATCH`]), now that an embedding has just succeeded. Failures are logged.
+fn backfill_in_background(state: &AppState, scope: &Scope) {
+    let (state, scope) = (state.clone(), scope.clone());
+    tokio::spawn(async move {
+        let filter = ListFilter {
+            domain: Some(scope.domain().to_owned()),
+            namespace: Some(scope.namespace_name().to_owned()),
+            vector_pending: true,
+            limit: BACKFILL_BATCH,
+            ..ListFilter::default()
+        };
+        let pending = match state.store().list(&filter).await {
+            Ok(pending) => pending,
+            Err(error) => return tracing::warn!(%scope, %error, "backfill: listing failed"),
+        };
+        let mut embedded = 0usize;
+        for memory in pending {
+            let Some((model, Ok(embedding))) = state.embed(&memory.embedding_text()).await else { break };
+            let vector = StoredVector { model, embedding };
+            match state.store().attach_vector(memory.id, &memory.content_hash, &vector).await {
+                Ok(true) => embedded += 1,
+                Ok(false) => {}
+                Err(error) => tracing::warn!(node = %node_id(memory.id), %error, "backfill: vector not attached"),
+            }
+        }
+        if embedded > 0 {
+            dedup_metrics::backfilled(embedded);
+            tracing::info!(%scope, embedded, "backfilled vectors of nodes stored while the embedder was down");
+        }
+    });
 }
 
 /// The seed's feedback line for a duplicate (§5, §2.7).

@@ -9,7 +9,7 @@ use axum::extract::{MatchedPath, Request, State};
 use axum::http::header::CONTENT_TYPE;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use metrics::{counter, describe_counter, describe_histogram, histogram};
+use metrics::{counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use serde::Serialize;
 use utoipa::{OpenApi, ToSchema};
@@ -22,6 +22,9 @@ use crate::state::AppState;
 pub const HTTP_REQUESTS_TOTAL: &str = "http_requests_total";
 /// Request latency in seconds, by method and route.
 pub const HTTP_REQUEST_DURATION_SECONDS: &str = "http_request_duration_seconds";
+/// Gauge of memories stored while the embedder was down that still have no vector, by
+/// domain and namespace; read from the store at each scrape.
+pub const MEMORIES_UNEMBEDDED: &str = "memdedup_memories_unembedded";
 
 /// `GET /healthz` response.
 #[derive(Debug, Serialize, ToSchema)]
@@ -30,6 +33,10 @@ pub struct Health {
     pub status: &'static str,
     /// `sqlite` or `postgres`.
     pub backend: &'static str,
+    /// Memories stored while the embedder was down that still have no vector: semantic
+    /// checks miss them until a backfill embeds them (in the background after the next
+    /// successful create in their namespace, or `memdedup reembed`).
+    pub unembedded: u64,
     /// Whether the embedder can produce an embedding now (the last embedding, at most a
     /// minute old, or a probe, succeeded). False without one: nodes are then stored
     /// unchecked.
@@ -50,11 +57,13 @@ pub struct Health {
 #[utoipa::path(get, path = "/healthz", tag = "operations",
     responses((status = 200, body = Health), (status = 503, body = crate::ErrorBody)))]
 pub(crate) async fn healthz(State(state): State<AppState>) -> ApiResult<axum::Json<Health>> {
-    state.store().stats().await.map_err(|e| ApiError::unavailable(format!("database: {e}")))?;
+    let stats = state.store().stats().await.map_err(|e| ApiError::unavailable(format!("database: {e}")))?;
+    let unembedded = stats.namespaces.iter().map(|n| n.unembedded).sum();
     let embedder = state.embedder_status().await;
     Ok(axum::Json(Health {
         status: "ok",
         backend: state.store().backend(),
+        unembedded,
         embedder: embedder.available,
         embedder_model: embedder.model,
         embedder_error: embedder.error,
@@ -77,6 +86,12 @@ pub(crate) async fn metrics(
         ));
     }
     let handle = state.metrics().ok_or_else(|| ApiError::not_found("metrics are not recorded by this server"))?;
+    // Read now, so the gauge is as fresh as the scrape.
+    let stats = state.store().stats().await.map_err(|e| ApiError::unavailable(format!("database: {e}")))?;
+    for n in &stats.namespaces {
+        gauge!(MEMORIES_UNEMBEDDED, "domain" => n.domain.clone(), "namespace" => n.namespace.clone())
+            .set(n.unembedded as f64);
+    }
     Ok(([(CONTENT_TYPE, "text/plain; version=0.0.4")], handle.render()).into_response())
 }
 
@@ -121,6 +136,11 @@ pub fn install_prometheus() -> Option<PrometheusHandle> {
                 HTTP_REQUEST_DURATION_SECONDS,
                 metrics::Unit::Seconds,
                 "HTTP request latency, by method and route"
+            );
+            describe_gauge!(
+                MEMORIES_UNEMBEDDED,
+                metrics::Unit::Count,
+                "Memories stored while the embedder was down that still have no vector, by namespace"
             );
             dedup_precompact::metrics::describe();
             Some(handle)

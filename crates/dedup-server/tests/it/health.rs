@@ -110,3 +110,35 @@ async fn defect_8_healthz_sees_a_failed_embedding_at_once() -> anyhow::Result<()
     assert_eq!(health(&server).await?["embedder"], true);
     Ok(())
 }
+
+#[tokio::test]
+async fn defect_8_nodes_stored_while_the_embedder_was_down_are_counted_and_backfilled() -> anyhow::Result<()> {
+    let embedder = Arc::new(SwitchEmbedder { up: AtomicBool::new(false) });
+    let server = TestServer::start(embedder.clone()).await?;
+    let reply = server.create_node("custom:lesson", "Never trade weekends", "Low volume raises slippage").await?;
+    reply.expect(StatusCode::CREATED)?;
+    let first = reply.id();
+    assert_eq!(health(&server).await?["unembedded"], 1);
+    let metrics = server.metrics().await?;
+    let gauge = metrics.lines().find(|l| l.starts_with("memdedup_memories_unembedded{")).unwrap_or_default();
+    assert!(gauge.ends_with(" 1"), "{metrics}");
+
+    // The embedder is back: the next create backfills the first node in the background.
+    embedder.up.store(true, Ordering::SeqCst);
+    server.create_node("custom:lesson", "Size positions by volatility", "Risk one percent per trade").await?;
+    let mut unembedded = Value::Null;
+    for _ in 0..200 {
+        unembedded = health(&server).await?["unembedded"].clone();
+        if unembedded == 0 {
+            break;
+        }
+        tokio::task::yield_now().await;
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(unembedded, 0, "the backfill did not run");
+    // The node was embedded as "title. body", as a create would have: an exact repeat scores 1.
+    let seen = server.check("Never trade weekends", "Low volume raises slippage").await?;
+    assert_eq!(seen.body["matches"][0]["node_id"], serde_json::json!(first), "{}", seen.body);
+    assert_eq!(seen.body["matches"][0]["similarity"], 1.0);
+    Ok(())
+}

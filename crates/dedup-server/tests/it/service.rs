@@ -21,7 +21,7 @@ on_both_backends! {
         };
         assert_eq!(
             reply.body,
-            json!({"status": "ok", "backend": name, "embedder": true, "embedder_model": "table-384",
+            json!({"status": "ok", "backend": name, "unembedded": 0, "embedder": true, "embedder_model": "table-384",
                    "version": env!("CARGO_PKG_VERSION")})
         );
         let bare = TestServer::builder().backend(backend).no_embedder().start().await?;
