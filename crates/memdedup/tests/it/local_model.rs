@@ -165,3 +165,42 @@ fn model_is_loaded_once_per_directory() {
         assert_eq!(out.len(), 1);
     }
 }
+
+/// 40 sentences of an operations runbook, then `last`.
+fn runbook(last: &str) -> String {
+    let mut text = String::new();
+    for i in 1..=40 {
+        text.push_str(&format!(
+            "Step {i}: check that service number {i} reports healthy on its dashboard and that its error rate \
+             stayed under one percent during the previous hour. "
+        ));
+    }
+    text.push_str(last);
+    text
+}
+
+#[tokio::test]
+async fn defect_5_long_texts_are_compared_by_their_whole_text() {
+    let embedder = embedder();
+    let always = runbook("ALWAYS deploy on Fridays.");
+    let never = runbook("NEVER deploy on Fridays.");
+    let v = embed(&embedder, &[&always, &never, &runbook("ALWAYS deploy on Fridays.")]).await;
+    // Deterministic, and the last sentence, far past the first 256 tokens, moves the vector.
+    assert_eq!(v[0], v[2]);
+    let score = cosine(&v[0], &v[1]);
+    assert!(score < 0.99995, "a change in the last sentence must count: cosine {score}");
+    eprintln!("long texts differing in their last sentence: cosine {score:.6}");
+
+    // Every part counts equally: a change at the start moves the vector about as much as one at the end.
+    let start_changed = format!("NEVER deploy on Fridays. {}", runbook(""));
+    let start_kept = format!("ALWAYS deploy on Fridays. {}", runbook(""));
+    let w = embed(&embedder, &[&start_kept, &start_changed]).await;
+    let at_start = cosine(&w[0], &w[1]);
+    assert!((at_start - score).abs() < 0.02, "start {at_start} vs end {score}");
+
+    // A text that fits in one window is embedded as before (one inference, same vector).
+    let short = "always use type hints for function parameters";
+    let alone = embed(&embedder, &[short]).await;
+    let mixed = embed(&embedder, &[short, &always]).await;
+    assert!((cosine(&alone[0], &mixed[0]) - 1.0).abs() < 1e-5);
+}
