@@ -72,15 +72,20 @@ struct Entry {
 #[derive(Debug)]
 pub struct RecentCaptureCache {
     ttl: Duration,
+    capacity: NonZeroUsize,
     entries: Mutex<LruCache<(Scope, ContentHash), Entry>>,
 }
 
 impl RecentCaptureCache {
     /// An empty cache whose entries live for `ttl` and that holds at most `capacity`
     /// entries (a capacity of 0 is taken as 1).
+    ///
+    /// Memory grows with the entries held, not with `capacity`: a capacity of billions
+    /// allocates nothing up front (a preallocated map of that size would abort the
+    /// process).
     pub fn new(ttl: Duration, capacity: usize) -> RecentCaptureCache {
         let capacity = NonZeroUsize::new(capacity).unwrap_or(NonZeroUsize::MIN);
-        RecentCaptureCache { ttl, entries: Mutex::new(LruCache::new(capacity)) }
+        RecentCaptureCache { ttl, capacity, entries: Mutex::new(LruCache::unbounded()) }
     }
 
     /// How long an entry lives after it was recorded.
@@ -90,7 +95,7 @@ impl RecentCaptureCache {
 
     /// The most entries the cache holds.
     pub fn capacity(&self) -> usize {
-        self.lock().cap().get()
+        self.capacity.get()
     }
 
     fn lock(&self) -> MutexGuard<'_, LruCache<(Scope, ContentHash), Entry>> {
@@ -137,6 +142,9 @@ impl RecentCaptures for RecentCaptureCache {
         let mut entries = self.lock();
         self.evict_expired(&mut entries, now);
         entries.put((scope.clone(), hash.clone()), Entry { memory_id, urn: urn.to_owned(), recorded_at: now });
+        while entries.len() > self.capacity.get() {
+            entries.pop_lru();
+        }
         Ok(())
     }
 

@@ -112,8 +112,17 @@ impl ConfigFile {
     }
 
     fn read(path: &Path) -> Result<ConfigFile> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| Error::Config { origin: path.display().to_string(), message: format!("cannot read: {e}") })?;
+        let origin = || path.display().to_string();
+        let bytes = std::fs::read(path)
+            .map_err(|e| Error::Config { origin: origin(), message: format!("cannot read: {e}") })?;
+        let text = String::from_utf8(bytes).map_err(|e| {
+            let at = e.utf8_error().valid_up_to();
+            let line = e.as_bytes()[..at].iter().filter(|&&b| b == b'\n').count() + 1;
+            Error::Config {
+                origin: origin(),
+                message: format!("not valid UTF-8: invalid byte at offset {at} (line {line})"),
+            }
+        })?;
         ConfigFile::parse(&text, path)
     }
 
@@ -298,5 +307,14 @@ mod tests {
         assert!(err.contains("memdedup.toml"), "{err}");
         let err = parse("not toml at all [").unwrap_err().to_string();
         assert!(err.starts_with("invalid configuration in memdedup.toml"), "{err}");
+    }
+
+    #[test]
+    fn a_file_that_is_not_utf8_is_an_error_naming_the_offset_and_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("memdedup.toml");
+        std::fs::write(&path, b"[dedup]\nmin_se\xedantic_length = 50\n").unwrap();
+        let err = ConfigFile::read(&path).unwrap_err().to_string();
+        assert!(err.contains("invalid byte at offset 14 (line 2)") && err.contains("memdedup.toml"), "{err}");
     }
 }

@@ -235,3 +235,19 @@ async fn concurrent_records_and_checks_stay_bounded() {
     }
     assert_eq!(cache.len().await.unwrap(), 50);
 }
+
+#[tokio::test]
+async fn huge_capacity_allocates_nothing_up_front() {
+    // A configured capacity of 2^31 once made the cache preallocate its map and abort the
+    // process; memory now follows the entries held.
+    let cache = RecentCaptureCache::new(Duration::from_secs(60), 1 << 31);
+    assert_eq!(cache.capacity(), 1 << 31);
+    record(&cache, &scope("decisions"), "Use PostgreSQL", 1).await;
+    assert_eq!(hit_id(&cache, &scope("decisions"), "Use PostgreSQL").await, Some(1));
+    let tiny = RecentCaptureCache::new(Duration::from_secs(60), 2);
+    for (i, text) in ["a", "b", "c"].into_iter().enumerate() {
+        record(&tiny, &scope("decisions"), text, i64::try_from(i).unwrap()).await;
+    }
+    assert_eq!(tiny.len().await.unwrap(), 2);
+    assert_eq!(hit_id(&tiny, &scope("decisions"), "a").await, None, "the oldest goes beyond the capacity");
+}

@@ -39,7 +39,6 @@ impl dedup_embed::Embedder for Switchable {
     }
 }
 
-
 backend_tests! {
     async fn defect_9_captures_of_one_process_are_seen_by_the_next(db) {
         let scope = db.scope("learnings");
