@@ -8,7 +8,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
-use dedup_core::{ContentHash, Embedding};
+use dedup_core::Embedding;
 use dedup_precompact::metrics as dedup_metrics;
 use dedup_store::{
     InsertOutcome, Lifecycle, ListFilter, Memory, MemoryId, MemoryUpdate, Neighbour, NewMemory, Scope, SearchFilter,
@@ -601,7 +601,7 @@ pub(crate) async fn update_node(
     // the check with the same text.
     let _edit = if retext { Some(state.node_edits().lock().await) } else { None };
     if retext {
-        vector = refuse_duplicate_edit(&state, &current, title, body, vector).await?;
+        vector = refuse_duplicate_edit(&state, &current, vector).await?;
     }
     let update = MemoryUpdate {
         // Always pass the text when it changes, so a failed re-embedding drops the stale vector.
@@ -609,28 +609,32 @@ pub(crate) async fn update_node(
         title: request.content_title.clone().map(Some),
         lifecycle,
         metadata,
+        // The store repeats the exact check under the scope's lock, for edits racing in
+        // other processes on the same database.
+        unique_in_kind: retext && state.config().nodes.is_dedup_eligible(&current.kind),
     };
-    let memory = state.store().update(current.id, update, vector).await?;
-    Ok(axum::Json(node_view(memory)))
+    match state.store().update(current.id, update, vector).await {
+        Ok(memory) => Ok(axum::Json(node_view(memory))),
+        Err(dedup_store::Error::DuplicateEdit { existing, .. }) => {
+            let twin = state.store().get(existing).await?.ok_or_else(|| ApiError::internal("duplicate vanished"))?;
+            Err(duplicate_edit(&current, &twin, 1.0))
+        }
+        Err(error) => Err(error.into()),
+    }
 }
 
 /// For a dedup-eligible node, 409 naming the other node when the edited title and body
-/// would duplicate a live node of the same subtype and namespace: an equal title and body
-/// (after the content hash's normalisation; checked with or without an embedder), or a
-/// cosine at or above the duplicate threshold with the new vector. Returns the vector to
-/// store (none when the semantic check could not compare it, as `POST` does).
+/// would be at or above the duplicate threshold with a live node of the same subtype and
+/// namespace by the new vector. (An equal title and body is refused by the store itself,
+/// under the scope's lock: `MemoryUpdate::unique_in_kind`.) Returns the vector to store
+/// (none when the semantic check could not compare it, as `POST` does).
 async fn refuse_duplicate_edit(
     state: &AppState,
     node: &Memory,
-    title: &str,
-    body: &str,
     vector: Option<StoredVector>,
 ) -> ApiResult<Option<StoredVector>> {
     if !state.config().nodes.is_dedup_eligible(&node.kind) {
         return Ok(vector);
-    }
-    if let Some(twin) = exact_twin(state, node, title, body).await? {
-        return Err(duplicate_edit(node, &twin, 1.0));
     }
     let Some(stored) = vector else { return Ok(None) };
     let duplicate = state.config().nodes.duplicate_threshold;
@@ -649,37 +653,6 @@ async fn refuse_duplicate_edit(
             dedup_metrics::check_failed("semantic");
             tracing::warn!(error = %e, "similarity check of an edit skipped; the node keeps no vector until updated");
             Ok(None)
-        }
-    }
-}
-
-/// A live node other than `node`, of its subtype and namespace, whose title and body
-/// equal `title` and `body` after normalisation. Reads the subtype's nodes of the
-/// namespace page by page.
-async fn exact_twin(state: &AppState, node: &Memory, title: &str, body: &str) -> ApiResult<Option<Memory>> {
-    let (title_hash, body_hash) = (ContentHash::of(title), ContentHash::of(body));
-    let mut after = None;
-    loop {
-        let filter = ListFilter {
-            domain: Some(node.scope.domain().to_owned()),
-            namespace: Some(node.scope.namespace_name().to_owned()),
-            kind: Some(node.kind.clone()),
-            lifecycle: None,
-            include_deprecated: false,
-            after,
-            limit: MAX_PAGE,
-            ..ListFilter::default()
-        };
-        let page = state.store().list(&filter).await?;
-        let full = page.len() == MAX_PAGE;
-        after = page.last().map(|m| m.id);
-        let twin = page.into_iter().find(|other| {
-            other.id != node.id
-                && ContentHash::of(&other.content) == body_hash
-                && ContentHash::of(other.title.as_deref().unwrap_or_default()) == title_hash
-        });
-        if twin.is_some() || !full {
-            return Ok(twin);
         }
     }
 }

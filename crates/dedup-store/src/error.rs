@@ -52,6 +52,16 @@ pub enum Error {
         /// What collided with what.
         reason: String,
     },
+    /// An edit with [`MemoryUpdate::unique_in_kind`](crate::MemoryUpdate::unique_in_kind)
+    /// would give a memory the title and text of another live memory of its scope and
+    /// kind; nothing was written.
+    #[error("conflict: memory {id}'s new title and text equal live memory {existing}'s of the same kind")]
+    DuplicateEdit {
+        /// The memory being edited.
+        id: crate::MemoryId,
+        /// The live memory it would duplicate.
+        existing: crate::MemoryId,
+    },
     /// A memory cannot be merged into the one named: itself, or a memory of another
     /// scope.
     #[error("cannot merge memory {id} into {into}: {reason}")]

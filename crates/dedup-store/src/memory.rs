@@ -338,6 +338,12 @@ pub struct MemoryUpdate {
     pub lifecycle: Option<Lifecycle>,
     /// New metadata (replaces the old object).
     pub metadata: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Refuse the edit with [`Error::DuplicateEdit`](crate::Error::DuplicateEdit) when it would give
+    /// the memory the same title and text (after the content hash's normalisation) as
+    /// another live memory of its scope and kind: the HTTP service's nodes, which may
+    /// repeat a text under another title but never both. Checked under the scope's write
+    /// lock, so two processes editing at once cannot both pass.
+    pub unique_in_kind: bool,
 }
 
 /// A typed link between two memories.

@@ -115,17 +115,24 @@ async fn defect_8_healthz_sees_a_failed_embedding_at_once() -> anyhow::Result<()
 async fn defect_8_nodes_stored_while_the_embedder_was_down_are_counted_and_backfilled() -> anyhow::Result<()> {
     let embedder = Arc::new(SwitchEmbedder { up: AtomicBool::new(false) });
     let server = TestServer::start(embedder.clone()).await?;
-    let reply = server.create_node("custom:lesson", "Never trade weekends", "Low volume raises slippage").await?;
+    // A namespace of its own: the metrics recorder is shared by every server of this process.
+    let namespace = "backfill-test";
+    let create = |title: &str, body: &str| {
+        let mut node = crate::support::node("custom:lesson", title, body);
+        node["namespace"] = namespace.into();
+        node
+    };
+    let reply = server.post("/v1/nodes", &create("Never trade weekends", "Low volume raises slippage")).await?;
     reply.expect(StatusCode::CREATED)?;
     let first = reply.id();
     assert_eq!(health(&server).await?["unembedded"], 1);
     let metrics = server.metrics().await?;
-    let gauge = metrics.lines().find(|l| l.starts_with("memdedup_memories_unembedded{")).unwrap_or_default();
-    assert!(gauge.ends_with(" 1"), "{metrics}");
+    let gauge = format!("memdedup_memories_unembedded{{domain=\"global\",namespace=\"{namespace}\"}} 1");
+    assert!(metrics.lines().any(|l| l == gauge), "no `{gauge}` in\n{metrics}");
 
     // The embedder is back: the next create backfills the first node in the background.
     embedder.up.store(true, Ordering::SeqCst);
-    server.create_node("custom:lesson", "Size positions by volatility", "Risk one percent per trade").await?;
+    server.post("/v1/nodes", &create("Size positions by volatility", "Risk one percent per trade")).await?;
     let mut unembedded = Value::Null;
     for _ in 0..200 {
         unembedded = health(&server).await?["unembedded"].clone();
@@ -137,7 +144,9 @@ async fn defect_8_nodes_stored_while_the_embedder_was_down_are_counted_and_backf
     }
     assert_eq!(unembedded, 0, "the backfill did not run");
     // The node was embedded as "title. body", as a create would have: an exact repeat scores 1.
-    let seen = server.check("Never trade weekends", "Low volume raises slippage").await?;
+    let check = serde_json::json!({"title": "Never trade weekends", "content": "Low volume raises slippage",
+                                   "subtype": "custom:lesson", "namespace": namespace});
+    let seen = server.post("/v1/nodes/check-similar", &check).await?;
     assert_eq!(seen.body["matches"][0]["node_id"], serde_json::json!(first), "{}", seen.body);
     assert_eq!(seen.body["matches"][0]["similarity"], 1.0);
     Ok(())

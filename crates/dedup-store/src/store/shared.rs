@@ -230,6 +230,29 @@ macro_rules! shared_queries {
                         }
                     }
                     let update = &prepared.update;
+                    let retitled = update.title.as_ref().is_some_and(|title| *title != current.title);
+                    if update.unique_in_kind && !current.deprecated && (prepared.hash.is_some() || retitled) {
+                        let hash = prepared.hash.as_ref().unwrap_or(&current.content_hash);
+                        let title = update.title.clone().unwrap_or_else(|| current.title.clone());
+                        let title_hash = ContentHash::of(title.as_deref().unwrap_or_default());
+                        let same_text: Vec<(i64, Option<String>)> = sqlx::query_as(
+                            "SELECT id, title FROM memories WHERE domain = $1 AND namespace = $2 AND kind = $3 \
+                             AND content_hash = $4 AND NOT deprecated AND id <> $5 ORDER BY id",
+                        )
+                        .bind(scope.domain())
+                        .bind(scope.namespace_name())
+                        .bind(&current.kind)
+                        .bind(hash.as_str())
+                        .bind(id.get())
+                        .fetch_all(write.conn())
+                        .await?;
+                        let twin = same_text
+                            .into_iter()
+                            .find(|(_, other)| ContentHash::of(other.as_deref().unwrap_or_default()) == title_hash);
+                        if let Some((other, _)) = twin {
+                            return Err(Error::DuplicateEdit { id, existing: MemoryId::new(other) });
+                        }
+                    }
                     let mut query = QueryBuilder::<Db>::new("UPDATE memories SET updated_at = ");
                     query.push_bind(prepared.now);
                     if let (Some(content), Some(hash)) = (&update.content, &prepared.hash) {

@@ -52,7 +52,60 @@ async fn listed(store: &Store, filter: ListFilter) -> anyhow::Result<Vec<MemoryI
     Ok(store.list(&filter).await?.into_iter().map(|m| m.id).collect())
 }
 
+/// Stores a titled node of `kind` that may repeat its text, and returns its id.
+async fn insert_node(store: &Store, scope: &Scope, kind: &str, title: &str, body: &str) -> anyhow::Result<MemoryId> {
+    let memory = NewMemory::new(scope.clone(), body).with_kind(kind).with_title(title).allow_repeats();
+    match store.insert_checked(memory, None, None).await? {
+        InsertOutcome::Inserted(id) => Ok(id),
+        other => bail!("expected node {title:?} to be inserted, got {other:?}"),
+    }
+}
+
+/// An edit of title and body, refused when it duplicates another node of the kind.
+fn retext(title: &str, body: &str) -> MemoryUpdate {
+    MemoryUpdate {
+        content: Some(body.to_owned()),
+        title: Some(Some(title.to_owned())),
+        unique_in_kind: true,
+        ..MemoryUpdate::default()
+    }
+}
+
 backend_tests! {
+    async fn defect_7_an_edit_cannot_make_an_exact_twin_within_the_kind(db) {
+        let store = db.open().await?;
+        let s = scope("global", "default");
+        let first = insert_node(&store, &s, LESSON, "Never trade weekends", "Low volume raises slippage").await?;
+        let second = insert_node(&store, &s, LESSON, "Size by volatility", "Risk one percent per trade").await?;
+        let other_kind = insert_node(&store, &s, "custom:curiosity", "Why volume?", "Unknown").await?;
+        // Title and body of another live node of the kind (spacing and case aside): refused, nothing written.
+        let error = store.update(second, retext("never trade  WEEKENDS", "Low volume raises slippage"), None).await.unwrap_err();
+        assert!(matches!(error, Error::DuplicateEdit { id, existing } if id == second && existing == first), "{error}");
+        assert_eq!(memory(&store, second).await?.title.as_deref(), Some("Size by volatility"));
+        // The same body under another title, or the same pair in another kind, is allowed.
+        store.update(second, retext("Weekend slippage", "Low volume raises slippage"), None).await?;
+        store.update(other_kind, retext("Never trade weekends", "Low volume raises slippage"), None).await?;
+        // Without the flag the store does not check (the caller decides).
+        let unchecked = MemoryUpdate { unique_in_kind: false, ..retext("Never trade weekends", "Low volume raises slippage") };
+        store.update(second, unchecked, None).await?;
+        Ok(())
+    }
+
+    async fn defect_7_racing_edits_on_two_handles_leave_no_twin(db) {
+        let first = std::sync::Arc::new(db.open().await?);
+        let second = std::sync::Arc::new(db.open().await?);
+        let s = scope("global", "default");
+        for round in 0..10 {
+            let a = insert_node(&first, &s, LESSON, &format!("A{round}"), "one").await?;
+            let b = insert_node(&first, &s, LESSON, &format!("B{round}"), "two").await?;
+            let target = retext(&format!("Same {round}"), "same body");
+            let (x, y) = tokio::join!(first.update(a, target.clone(), None), second.update(b, target.clone(), None));
+            let ok = [x.is_ok(), y.is_ok()];
+            assert_eq!(ok.iter().filter(|&&o| o).count(), 1, "round {round}: {x:?} / {y:?}");
+        }
+        Ok(())
+    }
+
     async fn kind_filter_isolates_kinds(db) {
         let store = db.open().await?;
         let s = scope("global", "default");
