@@ -11,8 +11,8 @@ use rand::{Rng, SeedableRng};
 
 use crate::support::{EXAMPLE_PLAYBOOK, check_sqlite, dir_listing, memdedup, require_model, run, seed};
 
-/// Trials per command; 3 × 40 = 120 kills in all.
-const TRIALS: usize = 40;
+/// Trials per command; 3 × 100 = 300 kills in all.
+const TRIALS: usize = 100;
 /// The delay before the kill is drawn from 0 to this share of the typical (moving
 /// average) uninterrupted run, so most kills land while the process works and a few
 /// after it ends.

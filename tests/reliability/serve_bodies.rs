@@ -17,8 +17,9 @@ const LISTENING: &str = "memdedup: listening on http://";
 /// How long the server may take to load the model and bind.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// The routes that read a JSON body, with a valid body each.
-const ROUTES: [(&str, &str, &str); 4] = [
+/// The routes that read a JSON body, with a valid body each; `{fact}` stands for the id
+/// of a fact the test stores first (nodes `n_1` and `n_2` are stored first too).
+const ROUTES: [(&str, &str, &str); 7] = [
     (
         "POST",
         "/v1/nodes/check-similar",
@@ -35,6 +36,13 @@ const ROUTES: [(&str, &str, &str); 4] = [
         "/v1/memory/profile",
         r#"{"user":{"workContext":{"summary":"Builds trading agents"},"topOfMind":{"summary":"Weekend risk"}},"history":{"recentMonths":{"summary":"Moved from Python to Rust"}}}"#,
     ),
+    (
+        "PATCH",
+        "/v1/nodes/n_2",
+        r#"{"state_lifecycle":"ACTIVE","content_body":"Risk one percent of equity per trade","metadata":{"source":"review"}}"#,
+    ),
+    ("POST", "/v1/edges", r#"{"source_id":"n_2","target_id":"n_1","type":"relates_to"}"#),
+    ("PATCH", "/v1/facts/{fact}", r#"{"confidence":0.95,"category":"knowledge"}"#),
 ];
 
 /// A `memdedup serve` on a free loopback port over a temporary store; killed on drop.
@@ -115,8 +123,23 @@ impl Drop for Server {
 fn bad_http_bodies_never_get_a_5xx() {
     require_model();
     let server = Server::start();
-    run_corpus("HTTP bodies", 15, 160, |mutation, case_seed| {
+    // What the edit routes edit: two nodes and a fact.
+    for (title, body) in
+        [("Never trade weekends", "Low volume raises slippage"), ("Size by volatility", "Risk one percent")]
+    {
+        let node = format!(
+            r#"{{"type":"concept","subtype":"custom:lesson","content_title":"{title}","content_body":"{body}"}}"#
+        );
+        let (status, reply) = server.request("POST", "/v1/nodes", node.as_bytes());
+        assert_eq!(status, 201, "storing a node to edit: {reply}");
+    }
+    let (status, reply) = server.request("POST", "/v1/facts", ROUTES[2].2.as_bytes());
+    assert_eq!(status, 201, "storing a fact to edit: {reply}");
+    let fact: serde_json::Value = serde_json::from_str(&reply).expect("the fact reply is JSON");
+    let fact = fact["fact"]["id"].as_str().expect("the stored fact's id").to_owned();
+    run_corpus("HTTP bodies", 15, 210, |mutation, case_seed| {
         let (method, path, valid) = ROUTES[(case_seed % ROUTES.len() as u64) as usize];
+        let path = &path.replace("{fact}", &fact);
         let input = mutate(valid.as_bytes(), Syntax::Json, mutation, case_seed);
         let (status, body) = server.request(method, path, &input);
         let what = format!("{mutation:?} {method} {path}\nbody: {}", show(&input));
