@@ -20,6 +20,19 @@ use crate::{
     Neighbour, NewMemory, Result, Scope, SearchFilter, StoreStats, StoredVector, VectorIndex,
 };
 
+/// Runs `$body` with `$b` bound to the backend, whichever it is. Defined before the
+/// modules below so they can use it too.
+macro_rules! dispatch {
+    ($store:expr, $b:ident => $body:expr) => {
+        match &$store.backend {
+            #[cfg(feature = "sqlite")]
+            Backend::Sqlite($b) => $body,
+            #[cfg(feature = "postgres")]
+            Backend::Postgres($b) => $body,
+        }
+    };
+}
+
 #[macro_use]
 mod shared;
 #[macro_use]
@@ -80,18 +93,6 @@ enum Backend {
     Sqlite(sqlite::SqliteBackend),
     #[cfg(feature = "postgres")]
     Postgres(postgres::PgBackend),
-}
-
-/// Runs `$body` with `$b` bound to the backend, whichever it is.
-macro_rules! dispatch {
-    ($store:expr, $b:ident => $body:expr) => {
-        match &$store.backend {
-            #[cfg(feature = "sqlite")]
-            Backend::Sqlite($b) => $body,
-            #[cfg(feature = "postgres")]
-            Backend::Postgres($b) => $body,
-        }
-    };
 }
 
 impl fmt::Debug for Store {

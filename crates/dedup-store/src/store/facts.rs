@@ -18,19 +18,6 @@ use crate::{Error, Fact, FactOutcome, FactUpdate, MAX_CONTENT_BYTES, NewFact, Re
 /// facts / 2³²).
 pub(super) const ID_ATTEMPTS: usize = 8;
 
-/// Runs `$body` with `$b` bound to the backend, whichever it is (`store.rs`'s `dispatch!`
-/// is defined after this module and so is not in scope here).
-macro_rules! fact_dispatch {
-    ($store:expr, $b:ident => $body:expr) => {
-        match &$store.backend {
-            #[cfg(feature = "sqlite")]
-            Backend::Sqlite($b) => $body,
-            #[cfg(feature = "postgres")]
-            Backend::Postgres($b) => $body,
-        }
-    };
-}
-
 impl Store {
     /// Adds a fact to its scope unless the policy or a duplicate says otherwise (seed 002).
     ///
@@ -72,7 +59,7 @@ impl Store {
                 threshold: policy.confidence_threshold,
             });
         }
-        let result = fact_dispatch!(self, b => b.add_fact(&prepared, policy).await);
+        let result = dispatch!(self, b => b.add_fact(&prepared, policy).await);
         let outcome = self.classify(result)?;
         match &outcome {
             FactOutcome::Added { fact, evicted } => {
@@ -101,7 +88,7 @@ impl Store {
 
     /// The facts of `scope`, highest confidence first (then oldest first, then by id).
     pub async fn list_facts(&self, scope: &Scope) -> Result<Vec<Fact>> {
-        let result = fact_dispatch!(self, b => b.list_facts(scope).await);
+        let result = dispatch!(self, b => b.list_facts(scope).await);
         self.classify(result)
     }
 
@@ -110,7 +97,7 @@ impl Store {
         if !is_fact_id(id) {
             return Ok(None);
         }
-        let result = fact_dispatch!(self, b => b.get_fact(id).await);
+        let result = dispatch!(self, b => b.get_fact(id).await);
         self.classify(result)
     }
 
@@ -130,7 +117,7 @@ impl Store {
         if prepared.is_empty() {
             return self.get_fact(id).await?.ok_or_else(|| Error::FactNotFound(id.to_owned()));
         }
-        let result = fact_dispatch!(self, b => b.update_fact(id, &prepared).await);
+        let result = dispatch!(self, b => b.update_fact(id, &prepared).await);
         let fact = self.classify(result)?;
         tracing::debug!(%id, scope = %fact.scope, "fact updated");
         Ok(fact)
@@ -142,7 +129,7 @@ impl Store {
         if !is_fact_id(id) {
             return Err(Error::FactNotFound(id.to_owned()));
         }
-        let result = fact_dispatch!(self, b => b.delete_fact(id).await);
+        let result = dispatch!(self, b => b.delete_fact(id).await);
         self.classify(result)?;
         tracing::debug!(%id, "fact deleted");
         Ok(())
@@ -150,7 +137,7 @@ impl Store {
 
     /// The profile summaries of `scope`; empty ones when none were stored.
     pub async fn profile(&self, scope: &Scope) -> Result<MemoryProfile> {
-        let result = fact_dispatch!(self, b => b.profile(scope).await);
+        let result = dispatch!(self, b => b.profile(scope).await);
         let Some(json) = self.classify(result)? else { return Ok(MemoryProfile::default()) };
         serde_json::from_str(&json).map_err(|e| Error::Corrupt {
             table: "memory_profiles",
@@ -179,7 +166,7 @@ impl Store {
                 reason: format!("is {} bytes as JSON, over the limit of {MAX_CONTENT_BYTES} bytes", json.len()),
             });
         }
-        let result = fact_dispatch!(self, b => b.put_profile(scope, &json).await);
+        let result = dispatch!(self, b => b.put_profile(scope, &json).await);
         self.classify(result)?;
         tracing::debug!(%scope, "profile stored");
         Ok(())

@@ -149,13 +149,7 @@ macro_rules! shared_queries {
                         };
                     };
                     if let Some(vector) = vector {
-                        sqlx::query("INSERT INTO embeddings (memory_id, model, dims, vector) VALUES ($1, $2, $3, $4)")
-                            .bind(id.get())
-                            .bind(&vector.model)
-                            .bind(dims_i32(&vector.embedding)?)
-                            .bind(vector.embedding.to_le_bytes())
-                            .execute(write.conn())
-                            .await?;
+                        insert_vector_row(write.conn(), id, vector).await?;
                     }
                     write.commit().await?;
 
@@ -283,15 +277,7 @@ macro_rules! shared_queries {
                             .execute(write.conn())
                             .await?;
                         if let Some(vector) = &prepared.vector {
-                            sqlx::query(
-                                "INSERT INTO embeddings (memory_id, model, dims, vector) VALUES ($1, $2, $3, $4)",
-                            )
-                            .bind(id.get())
-                            .bind(&vector.model)
-                            .bind(dims_i32(&vector.embedding)?)
-                            .bind(vector.embedding.to_le_bytes())
-                            .execute(write.conn())
-                            .await?;
+                            insert_vector_row(write.conn(), id, vector).await?;
                         }
                     }
                     let memory = select_memory(write.conn(), id).await?.ok_or(Error::NotFound(id))?;
@@ -602,6 +588,18 @@ macro_rules! shared_queries {
 
             /// Bumps the scope's watermark; call under the scope lock. Returns the new
             /// version, which the written rows get as their `change_seq`.
+            /// Stores `vector` as memory `id`'s (which has none).
+            pub(super) async fn insert_vector_row(conn: &mut Conn, id: MemoryId, vector: &StoredVector) -> Result<()> {
+                sqlx::query("INSERT INTO embeddings (memory_id, model, dims, vector) VALUES ($1, $2, $3, $4)")
+                    .bind(id.get())
+                    .bind(&vector.model)
+                    .bind(dims_i32(&vector.embedding)?)
+                    .bind(vector.embedding.to_le_bytes())
+                    .execute(&mut *conn)
+                    .await?;
+                Ok(())
+            }
+
             pub(super) async fn bump_version(conn: &mut Conn, scope: &Scope) -> Result<i64> {
                 let version: i64 = sqlx::query_scalar(
                     "INSERT INTO scope_state (domain, namespace, version) VALUES ($1, $2, 1) \

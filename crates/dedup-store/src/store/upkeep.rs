@@ -21,19 +21,6 @@ pub struct RecentCapture {
     pub age: Duration,
 }
 
-/// Runs `$body` with `$b` bound to the backend (`store.rs`'s `dispatch!` is defined after
-/// this module and so is not in scope here).
-macro_rules! upkeep_dispatch {
-    ($store:expr, $b:ident => $body:expr) => {
-        match &$store.backend {
-            #[cfg(feature = "sqlite")]
-            Backend::Sqlite($b) => $body,
-            #[cfg(feature = "postgres")]
-            Backend::Postgres($b) => $body,
-        }
-    };
-}
-
 /// Microseconds since the epoch by this host's clock.
 pub(super) fn now_micros() -> i64 {
     chrono::Utc::now().timestamp_micros()
@@ -62,7 +49,7 @@ impl Store {
         hash: &ContentHash,
         window: Duration,
     ) -> Result<Option<RecentCapture>> {
-        let result = upkeep_dispatch!(self, b => b.recent_capture(scope, hash).await);
+        let result = dispatch!(self, b => b.recent_capture(scope, hash).await);
         let Some((id, captured_at)) = self.classify(result)? else { return Ok(None) };
         let age_micros = now_micros().saturating_sub(captured_at).max(0);
         if age_micros >= window_micros(window) {
@@ -88,15 +75,14 @@ impl Store {
         let capacity = i64::try_from(capacity.max(1)).unwrap_or(i64::MAX);
         let now = now_micros();
         let expired_at = now.saturating_sub(window_micros(window));
-        let result =
-            upkeep_dispatch!(self, b => b.record_recent_capture(scope, hash, id, now, expired_at, capacity).await);
+        let result = dispatch!(self, b => b.record_recent_capture(scope, hash, id, now, expired_at, capacity).await);
         self.classify(result)
     }
 
     /// The number of captures recorded less than `window` ago, in every scope.
     pub async fn recent_capture_count(&self, window: Duration) -> Result<u64> {
         let since = now_micros().saturating_sub(window_micros(window));
-        let result = upkeep_dispatch!(self, b => b.recent_capture_count(since).await);
+        let result = dispatch!(self, b => b.recent_capture_count(since).await);
         self.classify(result)
     }
 
@@ -108,7 +94,7 @@ impl Store {
     /// other vectors of the same model have other dimensions.
     pub async fn attach_vector(&self, id: MemoryId, hash: &ContentHash, vector: &StoredVector) -> Result<bool> {
         super::validate_model(&vector.model)?;
-        let result = upkeep_dispatch!(self, b => b.attach_vector(id, hash, vector).await);
+        let result = dispatch!(self, b => b.attach_vector(id, hash, vector).await);
         let attached = self.classify(result)?;
         if attached {
             // Indexes of the scope read the new vector on their next refresh.
@@ -124,9 +110,8 @@ macro_rules! upkeep_queries {
         mod upkeep_queries {
             use dedup_core::ContentHash;
 
-            use super::queries::{bump_version, check_model_dims, scope_of};
+            use super::queries::{bump_version, check_model_dims, insert_vector_row, scope_of};
             use super::*;
-            use crate::store::dims_i32;
             use crate::{Error, MemoryId, Result, Scope, StoredVector};
 
             impl $backend {
@@ -238,13 +223,7 @@ macro_rules! upkeep_queries {
                         .bind(version)
                         .execute(write.conn())
                         .await?;
-                    sqlx::query("INSERT INTO embeddings (memory_id, model, dims, vector) VALUES ($1, $2, $3, $4)")
-                        .bind(id.get())
-                        .bind(&vector.model)
-                        .bind(dims_i32(&vector.embedding)?)
-                        .bind(vector.embedding.to_le_bytes())
-                        .execute(write.conn())
-                        .await?;
+                    insert_vector_row(write.conn(), id, vector).await?;
                     write.commit().await?;
                     Ok(true)
                 }
