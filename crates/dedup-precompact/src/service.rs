@@ -150,9 +150,15 @@ impl fmt::Debug for DeduplicationService {
 struct ChainOutcome {
     result: DuplicateCheckResult,
     hash: ContentHash,
+    vector: ChainVector,
+}
+
+/// What the semantic check left for the store.
+#[derive(Default)]
+struct ChainVector {
     vector: Option<StoredVector>,
     /// Whether a failure of the semantic check means the vector must not be stored.
-    vector_rejected: bool,
+    rejected: bool,
     /// Whether the embedder itself failed (so the memory awaits a vector).
     embedder_failed: bool,
 }
@@ -280,12 +286,13 @@ impl DeduplicationService {
             self.note_skip(&scope, &result).await;
             return Ok(AddOutcome { stored: None, urn: None, check: result, embedded: false });
         }
-        let semantic_ran = chain.vector.is_some() && !result.degraded.iter().any(|f| f.check == CheckType::Semantic);
+        let semantic_ran =
+            chain.vector.vector.is_some() && !result.degraded.iter().any(|f| f.check == CheckType::Semantic);
         let threshold = semantic_ran.then_some(result.threshold);
-        let vector = if chain.vector_rejected { None } else { chain.vector };
+        let vector = if chain.vector.rejected { None } else { chain.vector.vector };
         let embedded = vector.is_some();
         // The embedder failed: store now, and let a backfill add the vector later.
-        let memory = if chain.embedder_failed { memory.vector_pending() } else { memory };
+        let memory = if chain.vector.embedder_failed { memory.vector_pending() } else { memory };
         match self.store.insert_checked(memory, vector, threshold).await? {
             InsertOutcome::Inserted(id) => {
                 self.record_hash(&chain.hash, &scope, id).await;
@@ -347,18 +354,10 @@ impl DeduplicationService {
             degraded: Vec::new(),
             fingerprint: hash.fingerprint().to_owned(),
         };
-        let mut vector = None;
-        let mut vector_rejected = false;
-        let mut embedder_failed = false;
+        let mut vector = ChainVector::default();
         if !self.config.enabled {
             result.not_run = vec![CheckType::Exact, CheckType::Semantic, CheckType::Recent];
-            return Ok(ChainOutcome {
-                result: finish(result, started, namespace),
-                hash,
-                vector,
-                vector_rejected,
-                embedder_failed,
-            });
+            return Ok(ChainOutcome { result: finish(result, started, namespace), hash, vector });
         }
 
         // 1. Exact: the content hash among the scope's live memories.
@@ -368,13 +367,7 @@ impl DeduplicationService {
         match exact {
             Ok(Some(id)) => {
                 mark_duplicate(&mut result, scope, DuplicateReason::ExactMatch, id, 1.0);
-                return Ok(ChainOutcome {
-                    result: finish(result, started, namespace),
-                    hash,
-                    vector,
-                    vector_rejected,
-                    embedder_failed,
-                });
+                return Ok(ChainOutcome { result: finish(result, started, namespace), hash, vector });
             }
             Ok(None) => {}
             Err(error) => self.fail_open(&mut result, CheckType::Exact, &error.to_string(), &hash),
@@ -389,25 +382,21 @@ impl DeduplicationService {
                 metrics::check_duration(CheckType::Semantic.label(), elapsed_ms(semantic_started));
                 match semantic {
                     Ok((found, nearest)) => {
-                        vector = Some(found);
+                        vector.vector = Some(found);
                         result.nearest = nearest;
                         if let Some(best) = nearest.filter(|n| n.score >= result.threshold) {
                             mark_duplicate(&mut result, scope, DuplicateReason::SemanticSimilar, best.id, best.score);
                             metrics::similarity(namespace, best.score);
-                            return Ok(ChainOutcome {
-                                result: finish(result, started, namespace),
-                                hash,
-                                vector,
-                                vector_rejected,
-                                embedder_failed,
-                            });
+                            return Ok(ChainOutcome { result: finish(result, started, namespace), hash, vector });
                         }
                     }
                     Err(failure) => {
                         let error = failure.error;
-                        embedder_failed = failure.vector.is_none();
-                        vector = failure.vector;
-                        vector_rejected = failure.vector_rejected;
+                        vector = ChainVector {
+                            embedder_failed: failure.vector.is_none(),
+                            vector: failure.vector,
+                            rejected: failure.vector_rejected,
+                        };
                         self.fail_open(&mut result, CheckType::Semantic, &error, &hash);
                     }
                 }
@@ -432,7 +421,7 @@ impl DeduplicationService {
             }
             Err(error) => self.fail_open(&mut result, CheckType::Recent, &error.to_string(), &hash),
         }
-        Ok(ChainOutcome { result: finish(result, started, namespace), hash, vector, vector_rejected, embedder_failed })
+        Ok(ChainOutcome { result: finish(result, started, namespace), hash, vector })
     }
 
     /// Embeds `content` and finds its nearest live memory in `scope`.
