@@ -29,8 +29,8 @@ pub const CHECK_SIMILAR_REQUIRED: &str = "content, title, and subtype are requir
 const TYPE_KEY: &str = "type";
 /// Largest `limit` of check-similar.
 const MAX_MATCHES: usize = 100;
-/// Longest node title in bytes (the store's limit); `max_text_bytes` when that is lower.
-pub const MAX_TITLE_BYTES: usize = 1024;
+/// Longest node title in bytes: the store's limit, or `max_text_bytes` when that is lower.
+pub use dedup_store::MAX_TITLE_BYTES;
 /// Default and largest page of `GET /v1/nodes`.
 const DEFAULT_PAGE: usize = 50;
 const MAX_PAGE: usize = 500;

@@ -32,8 +32,8 @@ pub use facts::{Fact, FactOutcome, FactUpdate, MAX_SOURCE_BYTES, NewFact};
 pub use index::VectorIndex;
 pub use location::{DATABASE_URL_ENV_VAR, DbLocation, MEMDEDUP_HOME_ENV_VAR};
 pub use memory::{
-    Edge, InsertOutcome, Lifecycle, ListFilter, MAX_CONTENT_BYTES, Memory, MemoryId, MemoryUpdate, NamespaceStats,
-    Neighbour, NewMemory, SearchFilter, StoreStats, StoredVector, titled_text,
+    Edge, InsertOutcome, Lifecycle, ListFilter, MAX_CONTENT_BYTES, MAX_TITLE_BYTES, Memory, MemoryId, MemoryUpdate,
+    NamespaceStats, Neighbour, NewMemory, SearchFilter, StoreStats, StoredVector, titled_text,
 };
 pub use scope::{DEFAULT_DOMAIN, DEFAULT_NAMESPACE, Scope};
 pub use store::{RecentCapture, Store, StoreOptions};

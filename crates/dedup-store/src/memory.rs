@@ -14,6 +14,9 @@ use crate::Scope;
 /// Largest memory content the store accepts, in bytes (1 MiB).
 pub const MAX_CONTENT_BYTES: usize = 1 << 20;
 
+/// Longest memory title the store accepts, in bytes (1 KiB).
+pub const MAX_TITLE_BYTES: usize = 1024;
+
 /// A memory's id: unique within one database, assigned by the store, never reused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(transparent)]

@@ -16,8 +16,8 @@ use tokio::sync::{OwnedRwLockReadGuard, RwLock};
 
 use crate::scope::{validate_kind, validate_name};
 use crate::{
-    DbLocation, Edge, Error, InsertOutcome, Lifecycle, ListFilter, MAX_CONTENT_BYTES, Memory, MemoryId, MemoryUpdate,
-    Neighbour, NewMemory, Result, Scope, SearchFilter, StoreStats, StoredVector, VectorIndex,
+    DbLocation, Edge, Error, InsertOutcome, Lifecycle, ListFilter, MAX_CONTENT_BYTES, MAX_TITLE_BYTES, Memory,
+    MemoryId, MemoryUpdate, Neighbour, NewMemory, Result, Scope, SearchFilter, StoreStats, StoredVector, VectorIndex,
 };
 
 /// Runs `$body` with `$b` bound to the backend, whichever it is. Defined before the
@@ -46,8 +46,6 @@ mod postgres;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 
-/// Longest title the store accepts, in bytes.
-const MAX_TITLE_BYTES: usize = 1024;
 /// Longest model id the store accepts, in bytes.
 const MAX_MODEL_BYTES: usize = 256;
 /// Indexes with more components than this are searched on a blocking thread.
