@@ -9,7 +9,10 @@
 //! losing fields it does not understand). For seed 002's fact memory, [`fact_key`] is the
 //! casefolded duplicate key of a fact, [`FactPolicy`] says which facts a scope keeps and
 //! [`format_context`] renders a [`MemoryProfile`] and facts for a prompt within a token
-//! budget measured by a [`TokenCounter`].
+//! budget measured by a [`TokenCounter`]. For seed 003's assisted dedup, [`JudgeBatch`] and
+//! [`JudgeResponse`] are the judge's payload and reply, [`validate_response`] holds a reply
+//! to the contract, and [`choose_survivor`], [`choose_text`] (with its specificity guard
+//! over [`specifics`]) and [`merge_metadata`] decide what a confirmed group becomes.
 //!
 //! **Architecture invariant:** this crate depends on no async runtime, no database driver,
 //! no HTTP client and no ONNX Runtime. Everything here is deterministic and testable with
@@ -21,8 +24,11 @@ mod embedding;
 mod error;
 mod facts;
 mod group;
+mod group_merge;
+mod judge;
 mod merge;
 mod playbook;
+mod specifics;
 mod threshold;
 
 pub use content_hash::{ContentHash, normalize_content};
@@ -34,6 +40,16 @@ pub use facts::{
     UserContext, default_token_counter, fact_key, format_context,
 };
 pub use group::{Edge, Group, GroupOptions, SCORE_TOLERANCE, group_by_similarity, group_by_similarity_with};
+pub use group_merge::{
+    MemberView, TextChoice, TextLimits, best_existing_text, canonical_text_problem, choose_survivor, choose_text,
+    merge_metadata,
+};
+pub use judge::{
+    CandidateEdge, ContractError, ContractLimits, JudgeBatch, JudgeGroup, JudgeMemory, JudgeMode, JudgeResponse,
+    JudgeRules, MAX_CANONICAL_SENTENCES, MAX_REASON_CHARS, MemoryStatus, ValidatedResponse, Violation,
+    validate_response,
+};
 pub use merge::{Absorbed, MergePlan, MergedGroup, merge_counters};
 pub use playbook::{CANONICAL_SECTIONS, Entry, EntryRef, Playbook};
+pub use specifics::{Specific, missing_specifics, sentence_count, specifics};
 pub use threshold::{DEFAULT_THRESHOLD, THRESHOLD_ENV_VAR, Threshold};
