@@ -73,6 +73,30 @@ pub enum Error {
         /// Why not.
         reason: &'static str,
     },
+    /// A merge plan no longer matches the database: a member changed, was deprecated or
+    /// deleted, or moved scope since the plan was read. Nothing was written; read the
+    /// members again and make a new plan.
+    #[error("merge conflict on memory {id}: {reason}")]
+    MergeConflict {
+        /// The member that differs.
+        id: crate::MemoryId,
+        /// What differs, naming the field.
+        reason: String,
+    },
+    /// No merge in the ledger has this id.
+    #[error("no merge with id {0}")]
+    MergeNotFound(crate::MergeId),
+    /// A merge cannot be undone without losing a later change: it was undone already, a
+    /// member was deleted or changed since (its fields, vector or edges), a later merge
+    /// changed a member, or a text to be made live again is now held by another live
+    /// memory. Nothing was written.
+    #[error("cannot undo merge {merge}: {reason}")]
+    UndoRefused {
+        /// The merge.
+        merge: crate::MergeId,
+        /// What stands in the way, naming the memory and the change.
+        reason: String,
+    },
     /// The database could not be opened: missing directory, unreadable file, not a
     /// database, unreachable server, bad credentials.
     #[error("cannot open database {location}: {source}")]

@@ -1,5 +1,5 @@
 //! The persistent memory store of memdedup: memories, their embeddings, an embedding
-//! cache, edges and the merge log, in SQLite (the embedded default) or Postgres (for many
+//! cache, edges and the merge ledger, in SQLite (the embedded default) or Postgres (for many
 //! processes or hosts sharing one memory), behind one async API, [`Store`].
 //!
 //! Exact duplicates are impossible by construction: a unique index over
@@ -11,6 +11,11 @@
 //! watermark, so writes by other processes are visible before the next search.
 //! Check-then-insert for one scope is serialised (a SQLite write transaction, a Postgres
 //! advisory transaction lock), so concurrent paraphrases resolve as if run one by one.
+//!
+//! Assisted dedup keeps its queue in the memories themselves ([`Store::unverified`],
+//! [`Store::mark_verified`]) and merges each confirmed group with [`Store::apply_merge`]
+//! from a [`MergePlan`]: one transaction that refuses a stale plan and snapshots the
+//! group into the merge ledger, so that [`Store::undo_merge`] restores it exactly.
 //!
 //! **Architecture invariant:** this crate depends on `dedup-core` only among memdedup's
 //! crates. It stores vectors; it never computes them (no embedder, no model).
@@ -24,6 +29,7 @@ mod facts;
 mod index;
 mod location;
 mod memory;
+mod merges;
 mod scope;
 mod store;
 
@@ -34,6 +40,10 @@ pub use location::{DATABASE_URL_ENV_VAR, DbLocation, MEMDEDUP_HOME_ENV_VAR};
 pub use memory::{
     Edge, InsertOutcome, Lifecycle, ListFilter, MAX_CONTENT_BYTES, MAX_TITLE_BYTES, Memory, MemoryId, MemoryUpdate,
     NamespaceStats, Neighbour, NewMemory, SearchFilter, StoreStats, StoredVector, titled_text,
+};
+pub use merges::{
+    DedupCounts, MAX_DEDUP_ERROR_CHARS, MAX_MERGE_MEMBERS, MAX_RUN_ID_CHARS, MergeFilter, MergeId, MergePlan,
+    MergeRecord, TextSource, UndoReport,
 };
 pub use scope::{DEFAULT_DOMAIN, DEFAULT_NAMESPACE, Scope};
 pub use store::{RecentCapture, Store, StoreOptions};

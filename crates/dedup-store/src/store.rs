@@ -39,6 +39,10 @@ mod shared;
 mod facts;
 #[macro_use]
 mod upkeep;
+#[macro_use]
+mod dedup_queue;
+#[macro_use]
+mod merges;
 
 pub use upkeep::RecentCapture;
 #[cfg(feature = "postgres")]
@@ -287,7 +291,9 @@ impl Store {
     /// `vector` (or removes it when `vector` is `None`); it fails with
     /// [`Error::Conflict`](crate::Error::Conflict) when the new text equals another live
     /// memory's of the scope (for memories kept unique). Title, lifecycle and metadata
-    /// changes leave the vector alone. Fails with [`Error::NotFound`](crate::Error::NotFound)
+    /// changes leave the vector alone. A new text also puts the memory back in the
+    /// assisted-dedup queue (unverified, no last error): it has not been judged. Fails
+    /// with [`Error::NotFound`](crate::Error::NotFound)
     /// for an unknown id; the same validation as [`Store::insert_checked`] applies.
     pub async fn update(&self, id: MemoryId, update: MemoryUpdate, vector: Option<StoredVector>) -> Result<Memory> {
         let prepared = PreparedUpdate::new(update, vector)?;

@@ -127,3 +127,5 @@ async fn lock_scope(conn: &mut Conn, scope: &Scope) -> Result<()> {
 shared_queries!(PgBackend, json_param = "::jsonb");
 fact_queries!(PgBackend, json_param = "::jsonb");
 upkeep_queries!(PgBackend);
+dedup_queue_queries!(PgBackend);
+merge_queries!(PgBackend, json_param = "::jsonb");

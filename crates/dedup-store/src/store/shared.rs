@@ -252,6 +252,10 @@ macro_rules! shared_queries {
                     if let (Some(content), Some(hash)) = (&update.content, &prepared.hash) {
                         query.push(", content = ").push_bind(content.as_str());
                         query.push(", content_hash = ").push_bind(hash.as_str());
+                        // An edited text has not been judged: back into the dedup queue.
+                        if *content != current.content {
+                            query.push(", dedup_verified = FALSE, dedup_last_error = NULL");
+                        }
                     }
                     if let Some(title) = &update.title {
                         query.push(", title = ").push_bind(title.as_deref());
@@ -551,7 +555,7 @@ macro_rules! shared_queries {
                 }
             }
 
-            async fn select_memory(conn: &mut Conn, id: MemoryId) -> Result<Option<Memory>> {
+            pub(super) async fn select_memory(conn: &mut Conn, id: MemoryId) -> Result<Option<Memory>> {
                 let record: Option<MemoryRecord> =
                     sqlx::query_as(concat!("SELECT ", memory_columns!(), " FROM memories WHERE id = $1"))
                         .bind(id.get())
@@ -560,7 +564,11 @@ macro_rules! shared_queries {
                 record.map(Memory::try_from).transpose()
             }
 
-            async fn find_exact_on(conn: &mut Conn, scope: &Scope, hash: &ContentHash) -> Result<Option<MemoryId>> {
+            pub(super) async fn find_exact_on(
+                conn: &mut Conn,
+                scope: &Scope,
+                hash: &ContentHash,
+            ) -> Result<Option<MemoryId>> {
                 let id: Option<i64> = sqlx::query_scalar(
                     "SELECT id FROM memories WHERE domain = $1 AND namespace = $2 AND content_hash = $3 \
                      AND NOT deprecated AND unique_content",

@@ -155,3 +155,5 @@ async fn lock_scope(_conn: &mut Conn, _scope: &Scope) -> Result<()> {
 shared_queries!(SqliteBackend, json_param = "");
 fact_queries!(SqliteBackend, json_param = "");
 upkeep_queries!(SqliteBackend);
+dedup_queue_queries!(SqliteBackend);
+merge_queries!(SqliteBackend, json_param = "");

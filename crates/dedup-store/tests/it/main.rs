@@ -45,6 +45,7 @@ mod basics;
 mod concurrency;
 mod facts;
 mod isolation;
+mod merges;
 mod nodes;
 mod open_errors;
 mod search;
