@@ -9,7 +9,8 @@
 //! losing fields it does not understand). For seed 002's fact memory, [`fact_key`] is the
 //! casefolded duplicate key of a fact, [`FactPolicy`] says which facts a scope keeps and
 //! [`format_context`] renders a [`MemoryProfile`] and facts for a prompt within a token
-//! budget measured by a [`TokenCounter`].
+//! budget measured by a [`TokenCounter`]. For the HTTP clients of other crates,
+//! [`RetryPolicy`] computes jittered backoff and honours [`parse_retry_after`].
 //!
 //! **Architecture invariant:** this crate depends on no async runtime, no database driver,
 //! no HTTP client and no ONNX Runtime. Everything here is deterministic and testable with
@@ -23,6 +24,7 @@ mod facts;
 mod group;
 mod merge;
 mod playbook;
+mod retry;
 mod threshold;
 
 pub use content_hash::{ContentHash, normalize_content};
@@ -36,4 +38,5 @@ pub use facts::{
 pub use group::{Edge, Group, GroupOptions, SCORE_TOLERANCE, group_by_similarity, group_by_similarity_with};
 pub use merge::{Absorbed, MergePlan, MergedGroup, merge_counters};
 pub use playbook::{CANONICAL_SECTIONS, Entry, EntryRef, Playbook};
+pub use retry::{RetryPolicy, parse_retry_after};
 pub use threshold::{DEFAULT_THRESHOLD, THRESHOLD_ENV_VAR, Threshold};
