@@ -9,8 +9,10 @@
 //! losing fields it does not understand). For seed 002's fact memory, [`fact_key`] is the
 //! casefolded duplicate key of a fact, [`FactPolicy`] says which facts a scope keeps and
 //! [`format_context`] renders a [`MemoryProfile`] and facts for a prompt within a token
-//! budget measured by a [`TokenCounter`]. For the HTTP clients of other crates,
-//! [`RetryPolicy`] computes jittered backoff and honours [`parse_retry_after`].
+//! budget measured by a [`TokenCounter`]; [`parse_extracted_facts`] validates the facts a
+//! model extracted from a conversation. For the HTTP clients of other crates,
+//! [`RetryPolicy`] computes jittered backoff and honours [`parse_retry_after`], and
+//! [`extract_json_object`] finds the JSON object in a model's reply.
 //!
 //! **Architecture invariant:** this crate depends on no async runtime, no database driver,
 //! no HTTP client and no ONNX Runtime. Everything here is deterministic and testable with
@@ -22,6 +24,7 @@ mod embedding;
 mod error;
 mod facts;
 mod group;
+mod json_reply;
 mod merge;
 mod playbook;
 mod retry;
@@ -31,11 +34,13 @@ pub use content_hash::{ContentHash, normalize_content};
 pub use embedding::Embedding;
 pub use error::{Error, Result};
 pub use facts::{
-    CharEstimate, Cl100kTokens, DEFAULT_CONFIDENCE_THRESHOLD, DEFAULT_MAX_FACTS, DEFAULT_MAX_TOKENS, FactCategory,
-    FactError, FactPolicy, FactView, HistoryContext, MemoryProfile, ProfileSection, TRUNCATION_MARKER, TokenCounter,
-    UserContext, default_token_counter, fact_key, format_context,
+    CharEstimate, Cl100kTokens, DEFAULT_CONFIDENCE_THRESHOLD, DEFAULT_MAX_FACTS, DEFAULT_MAX_TOKENS, ExtractedFact,
+    FactCategory, FactError, FactPolicy, FactView, HistoryContext, MAX_FACT_CONTENT_CHARS, MemoryProfile,
+    ProfileSection, TRUNCATION_MARKER, TokenCounter, UserContext, default_token_counter, fact_key, format_context,
+    parse_extracted_facts,
 };
 pub use group::{Edge, Group, GroupOptions, SCORE_TOLERANCE, group_by_similarity, group_by_similarity_with};
+pub use json_reply::extract_json_object;
 pub use merge::{Absorbed, MergePlan, MergedGroup, merge_counters};
 pub use playbook::{CANONICAL_SECTIONS, Entry, EntryRef, Playbook};
 pub use retry::{RetryPolicy, parse_retry_after};
