@@ -25,10 +25,11 @@ const HEAVY_FORBIDDEN: [(&str, &str); 2] = [
 const ANYHOW_ALLOWED: [&str; 2] = ["memdedup-cli", "xtask"];
 
 /// For each crate, the only memdedup crates it may depend on (directly or not).
-const INTERNAL_DEPS_ALLOWED: [(&str, &[&str]); 6] = [
+const INTERNAL_DEPS_ALLOWED: [(&str, &[&str]); 7] = [
     ("dedup-core", &[]),
     ("dedup-embed", &["dedup-core"]),
     ("dedup-store", &["dedup-core"]),
+    ("dedup-llm", &["dedup-core"]),
     ("dedup-precompact", &["dedup-core", "dedup-embed", "dedup-store"]),
     ("dedup-server", &["dedup-core", "dedup-embed", "dedup-store", "dedup-precompact"]),
     ("xtask", &["dedup-core", "dedup-embed"]),
@@ -200,8 +201,9 @@ fn rust_files(dir: &Path) -> Result<Vec<PathBuf>> {
 /// features, all targets):
 /// - the [`HEAVY_FORBIDDEN`] members (`dedup-core`, `xtask`) have none of [`HEAVY`]
 ///   anywhere in their tree;
-/// - `dedup-core`, `dedup-embed`, `dedup-store` and `xtask` reach only the memdedup crates
-///   that [`INTERNAL_DEPS_ALLOWED`] lists (so embed and store never depend on each other);
+/// - `dedup-core`, `dedup-embed`, `dedup-store`, `dedup-llm` and `xtask` reach only the
+///   memdedup crates that [`INTERNAL_DEPS_ALLOWED`] lists (so embed, store and llm never
+///   depend on each other);
 /// - only [`ANYHOW_ALLOWED`] members have `anyhow` as a direct normal dependency.
 ///
 /// One `cargo tree` per crate: with several `-p`, a subtree already printed under one root
@@ -422,7 +424,8 @@ mod tests {
 
     #[test]
     fn dependency_rules_catch_violations() {
-        let internal: BTreeSet<&str> = ["dedup-core", "dedup-embed", "dedup-store", "memdedup-cli", "xtask"].into();
+        let internal: BTreeSet<&str> =
+            ["dedup-core", "dedup-embed", "dedup-store", "dedup-llm", "memdedup-cli", "xtask"].into();
         let tree = |deps: &[(&str, usize)]| -> Tree { deps.iter().map(|(n, d)| ((*n).to_owned(), *d)).collect() };
         let core = dependency_failures("dedup-core", &tree(&[("serde", 1), ("tokio", 3)]), &internal);
         assert_eq!(core.len(), 1);
@@ -431,6 +434,9 @@ mod tests {
         assert_eq!(dependency_failures("dedup-embed", &embed, &internal).len(), 1);
         let store = tree(&[("dedup-core", 1), ("dedup-embed", 1)]);
         assert_eq!(dependency_failures("dedup-store", &store, &internal).len(), 1);
+        let llm = tree(&[("dedup-core", 1), ("reqwest", 1), ("dedup-embed", 1), ("dedup-store", 2)]);
+        assert_eq!(dependency_failures("dedup-llm", &llm, &internal).len(), 2);
+        assert!(dependency_failures("dedup-llm", &tree(&[("dedup-core", 1), ("axum", 1)]), &internal).is_empty());
         let light_xtask = tree(&[("dedup-embed", 1), ("dedup-core", 2), ("anyhow", 1)]);
         assert!(dependency_failures("xtask", &light_xtask, &internal).is_empty());
         let heavy_xtask = tree(&[("dedup-embed", 1), ("tokio", 2), ("dedup-store", 1)]);

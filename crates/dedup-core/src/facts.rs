@@ -2,7 +2,8 @@
 //! policy, the profile summaries, and formatting it all for a prompt within a token budget.
 //!
 //! Nothing here stores anything: `dedup-store` keeps facts and profiles and applies
-//! [`FactPolicy`] atomically; this module only decides and formats.
+//! [`FactPolicy`] atomically; this module only decides and formats. Reading the facts a
+//! model extracted from a conversation ([`parse_extracted_facts`]) lives in `extraction`.
 
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -10,6 +11,10 @@ use std::str::FromStr;
 use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
+
+mod extraction;
+
+pub use extraction::{ExtractedFact, MAX_FACT_CONTENT_CHARS, parse_extracted_facts};
 
 /// The confidence below which a fact is not stored (seed 002's default).
 pub const DEFAULT_CONFIDENCE_THRESHOLD: f64 = 0.5;
@@ -42,6 +47,20 @@ pub enum FactError {
     #[error("cannot build the cl100k_base tokenizer: {reason}")]
     Tokenizer {
         /// The tokenizer crate's error.
+        reason: String,
+    },
+    /// A model's fact-extraction reply does not hold the expected JSON object.
+    #[error("malformed fact extraction reply: {reason}")]
+    MalformedReply {
+        /// What is wrong with the reply as a whole.
+        reason: String,
+    },
+    /// One fact of a model's fact-extraction reply is invalid, which rejects the reply.
+    #[error("invalid extracted fact {index}: {reason}")]
+    InvalidExtractedFact {
+        /// The fact's 0-based position in the reply's `facts` list.
+        index: usize,
+        /// What is wrong with it.
         reason: String,
     },
 }

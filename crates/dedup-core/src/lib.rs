@@ -9,10 +9,14 @@
 //! losing fields it does not understand). For seed 002's fact memory, [`fact_key`] is the
 //! casefolded duplicate key of a fact, [`FactPolicy`] says which facts a scope keeps and
 //! [`format_context`] renders a [`MemoryProfile`] and facts for a prompt within a token
-//! budget measured by a [`TokenCounter`]. For seed 003's assisted dedup, [`JudgeBatch`] and
+//! budget measured by a [`TokenCounter`]; [`parse_extracted_facts`] validates the facts a
+//! model extracted from a conversation. For seed 003's assisted dedup, [`JudgeBatch`] and
 //! [`JudgeResponse`] are the judge's payload and reply, [`validate_response`] holds a reply
 //! to the contract, and [`choose_survivor`], [`choose_text`] (with its specificity guard
-//! over [`specifics`]) and [`merge_metadata`] decide what a confirmed group becomes.
+//! over [`specifics`]) and [`merge_metadata`] decide what a confirmed group becomes. For
+//! the HTTP clients of other crates, [`RetryPolicy`] computes jittered backoff and honours
+//! [`parse_retry_after`], and [`extract_json_object`] finds the JSON object in a model's
+//! reply.
 //!
 //! **Architecture invariant:** this crate depends on no async runtime, no database driver,
 //! no HTTP client and no ONNX Runtime. Everything here is deterministic and testable with
@@ -25,9 +29,11 @@ mod error;
 mod facts;
 mod group;
 mod group_merge;
+mod json_reply;
 mod judge;
 mod merge;
 mod playbook;
+mod retry;
 mod specifics;
 mod threshold;
 
@@ -35,15 +41,17 @@ pub use content_hash::{ContentHash, normalize_content};
 pub use embedding::Embedding;
 pub use error::{Error, Result};
 pub use facts::{
-    CharEstimate, Cl100kTokens, DEFAULT_CONFIDENCE_THRESHOLD, DEFAULT_MAX_FACTS, DEFAULT_MAX_TOKENS, FactCategory,
-    FactError, FactPolicy, FactView, HistoryContext, MemoryProfile, ProfileSection, TRUNCATION_MARKER, TokenCounter,
-    UserContext, default_token_counter, fact_key, format_context,
+    CharEstimate, Cl100kTokens, DEFAULT_CONFIDENCE_THRESHOLD, DEFAULT_MAX_FACTS, DEFAULT_MAX_TOKENS, ExtractedFact,
+    FactCategory, FactError, FactPolicy, FactView, HistoryContext, MAX_FACT_CONTENT_CHARS, MemoryProfile,
+    ProfileSection, TRUNCATION_MARKER, TokenCounter, UserContext, default_token_counter, fact_key, format_context,
+    parse_extracted_facts,
 };
 pub use group::{Edge, Group, GroupOptions, SCORE_TOLERANCE, group_by_similarity, group_by_similarity_with};
 pub use group_merge::{
     MemberView, TextChoice, TextLimits, best_existing_text, canonical_text_problem, choose_survivor, choose_text,
     merge_metadata,
 };
+pub use json_reply::extract_json_object;
 pub use judge::{
     CandidateEdge, ContractError, ContractLimits, JudgeBatch, JudgeGroup, JudgeMemory, JudgeMode, JudgeResponse,
     JudgeRules, MAX_CANONICAL_SENTENCES, MAX_REASON_CHARS, MemoryStatus, ValidatedResponse, Violation,
@@ -51,5 +59,6 @@ pub use judge::{
 };
 pub use merge::{Absorbed, MergePlan, MergedGroup, merge_counters};
 pub use playbook::{CANONICAL_SECTIONS, Entry, EntryRef, Playbook};
+pub use retry::{RetryPolicy, parse_retry_after};
 pub use specifics::{Specific, missing_specifics, sentence_count, specifics};
 pub use threshold::{DEFAULT_THRESHOLD, THRESHOLD_ENV_VAR, Threshold};

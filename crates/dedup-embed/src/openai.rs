@@ -3,15 +3,16 @@
 //! Works with OpenAI itself and with servers that copy its wire format (Ollama, vLLM, TEI,
 //! LiteLLM). Texts go out in batches of [`OpenAiConfig::batch_size`], one batch at a time;
 //! throttling (429), server errors (5xx), timeouts and connection failures are retried with
-//! exponential backoff and full jitter, honouring `Retry-After` on 429 and 503. Any other
-//! 4xx is the caller's fault and fails at once with [`Error::Rejected`].
+//! exponential backoff and full jitter, honouring `Retry-After` on 429 and 503 (the
+//! shared [`RetryPolicy`] of `dedup-core`). Any other 4xx is the caller's fault and fails
+//! at once with [`Error::Rejected`].
 
 use std::fmt;
 use std::sync::OnceLock;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
-use dedup_core::Embedding;
+use dedup_core::{Embedding, RetryPolicy, parse_retry_after};
 use reqwest::header::{HeaderMap, RETRY_AFTER};
 use reqwest::{StatusCode, Url};
 use serde::{Deserialize, Serialize};
@@ -61,12 +62,12 @@ impl OpenAiConfig {
     pub const DEFAULT_BATCH_SIZE: usize = 96;
     /// Default [`OpenAiConfig::timeout`].
     pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
-    /// Default [`OpenAiConfig::max_retries`].
-    pub const DEFAULT_MAX_RETRIES: u32 = 5;
-    /// Default [`OpenAiConfig::initial_backoff`].
-    pub const DEFAULT_INITIAL_BACKOFF: Duration = Duration::from_millis(500);
-    /// Default [`OpenAiConfig::max_backoff`].
-    pub const DEFAULT_MAX_BACKOFF: Duration = Duration::from_secs(20);
+    /// Default [`OpenAiConfig::max_retries`] ([`RetryPolicy::DEFAULT_MAX_RETRIES`]).
+    pub const DEFAULT_MAX_RETRIES: u32 = RetryPolicy::DEFAULT_MAX_RETRIES;
+    /// Default [`OpenAiConfig::initial_backoff`] ([`RetryPolicy::DEFAULT_INITIAL_BACKOFF`]).
+    pub const DEFAULT_INITIAL_BACKOFF: Duration = RetryPolicy::DEFAULT_INITIAL_BACKOFF;
+    /// Default [`OpenAiConfig::max_backoff`] ([`RetryPolicy::DEFAULT_MAX_BACKOFF`]).
+    pub const DEFAULT_MAX_BACKOFF: Duration = RetryPolicy::DEFAULT_MAX_BACKOFF;
 
     /// A configuration for `model` at `base_url`, with no API key, no `dimensions` and
     /// the default batch size, timeout and retry policy.
@@ -91,6 +92,15 @@ impl OpenAiConfig {
     pub fn api_key_from_env(mut self, var: &str) -> Self {
         self.api_key = std::env::var(var).ok().filter(|key| !key.is_empty());
         self
+    }
+
+    /// The retry fields as a [`RetryPolicy`].
+    pub fn retry_policy(&self) -> RetryPolicy {
+        RetryPolicy {
+            max_retries: self.max_retries,
+            initial_backoff: self.initial_backoff,
+            max_backoff: self.max_backoff,
+        }
     }
 }
 
@@ -215,7 +225,8 @@ impl OpenAiEmbedder {
     /// Posts `request` until it succeeds, fails for good, or the retries run out; returns
     /// the body of the successful response.
     async fn post_with_retries(&self, request: &EmbeddingsRequest<'_>) -> Result<Vec<u8>> {
-        let max_attempts = self.config.max_retries.saturating_add(1);
+        let policy = self.config.retry_policy();
+        let max_attempts = policy.max_attempts();
         let mut attempt: u32 = 0;
         loop {
             attempt += 1;
@@ -227,10 +238,7 @@ impl OpenAiEmbedder {
             if attempt >= max_attempts {
                 return Err(Error::Unavailable { attempts: attempt, last_error: failure.description });
             }
-            let delay = match failure.retry_after {
-                Some(requested) => requested.min(self.config.max_backoff),
-                None => self.jittered_backoff(attempt),
-            };
+            let delay = policy.delay(attempt, failure.retry_after, rand::random::<f64>());
             tracing::warn!(
                 endpoint = %self.endpoint_display,
                 model = %self.config.model,
@@ -254,7 +262,7 @@ impl OpenAiEmbedder {
         let response = builder.send().await.map_err(|e| self.transport_failure(e))?;
         let status = response.status();
         let retry_after = match status {
-            StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE => parse_retry_after(response.headers()),
+            StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE => retry_after(response.headers()),
             _ => None,
         };
         let body = response.bytes().await.map_err(|e| self.transport_failure(e))?;
@@ -285,14 +293,6 @@ impl OpenAiEmbedder {
         } else {
             Attempt::Retryable(RetryableFailure { description, retry_after: None })
         }
-    }
-
-    /// Full-jitter exponential backoff before retry number `attempt` (1-based): uniform in
-    /// `[0, min(max_backoff, initial_backoff * 2^(attempt - 1))]`.
-    fn jittered_backoff(&self, attempt: u32) -> Duration {
-        let factor = 2u32.saturating_pow(attempt.saturating_sub(1));
-        let cap = self.config.initial_backoff.saturating_mul(factor).min(self.config.max_backoff);
-        cap.mul_f64(rand::random::<f64>())
     }
 }
 
@@ -424,11 +424,10 @@ fn order_by_index(items: Vec<EmbeddingItem>, count: usize) -> Result<Vec<Vec<f32
         .collect()
 }
 
-/// A `Retry-After` given in seconds (fractions allowed); HTTP dates are ignored.
-fn parse_retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let value = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
-    let seconds: f64 = value.parse().ok()?;
-    Duration::try_from_secs_f64(seconds).ok()
+/// The wait a `Retry-After` header asks for, in seconds (fractions allowed) or as an HTTP
+/// date; see [`parse_retry_after`].
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    parse_retry_after(headers.get(RETRY_AFTER)?.to_str().ok()?, SystemTime::now())
 }
 
 /// The server's error message: `error.message` from an OpenAI-style body, else the raw

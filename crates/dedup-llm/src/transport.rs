@@ -1,0 +1,342 @@
+//! The HTTP plumbing both clients share: endpoint validation, one JSON `POST` retried by
+//! the [`RetryPolicy`], error classification, and keeping the API key out of every message.
+
+use std::time::{Duration, SystemTime};
+
+use dedup_core::{RetryPolicy, parse_retry_after};
+use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue, RETRY_AFTER};
+use reqwest::{StatusCode, Url};
+use serde::Deserialize;
+
+use crate::{Error, Result};
+
+/// Longest server error text (in bytes) kept in an error message.
+const MAX_ERROR_TEXT: usize = 500;
+
+/// What replaces a secret in text that leaves the client.
+pub(crate) const REDACTED: &str = "<redacted>";
+
+/// One endpoint, its client and the headers every request carries.
+pub(crate) struct Transport {
+    client: reqwest::Client,
+    endpoint: Url,
+    /// `endpoint` without any password, for logs and error messages.
+    endpoint_display: String,
+    /// Sent with every request; secret values are marked sensitive.
+    headers: HeaderMap,
+    retry: RetryPolicy,
+    /// The API key, scrubbed from whatever a server echoes back.
+    secret: Option<String>,
+    /// The configured model, for logs.
+    model: String,
+}
+
+/// The parts of a client configuration the transport needs.
+pub(crate) struct TransportConfig<'a> {
+    /// API root such as `https://api.openai.com/v1`.
+    pub base_url: &'a str,
+    /// Path below it, without a leading slash, e.g. `chat/completions`.
+    pub path: &'a str,
+    /// The model name (must not be blank).
+    pub model: &'a str,
+    /// Time limit of one attempt.
+    pub timeout: Duration,
+    /// Retry policy.
+    pub retry: RetryPolicy,
+    /// Extra headers (authentication, versions); `Content-Type` is added here.
+    pub headers: HeaderMap,
+    /// The API key to keep out of messages, if any.
+    pub secret: Option<&'a str>,
+}
+
+impl Transport {
+    /// Validates the configuration and builds the HTTP client, without contacting anyone.
+    pub(crate) fn new(config: TransportConfig<'_>) -> Result<Transport> {
+        if config.model.trim().is_empty() {
+            return Err(Error::Config("the chat model name is empty".into()));
+        }
+        if config.timeout.is_zero() {
+            return Err(Error::Config("the chat request timeout must be positive".into()));
+        }
+        let secret = config.secret.filter(|s| !s.is_empty());
+        let endpoint = endpoint(config.base_url, config.path, secret)?;
+        let endpoint_display = shown_url(endpoint.as_str(), secret);
+        let client = reqwest::Client::builder()
+            .timeout(config.timeout)
+            .build()
+            .map_err(|e| Error::Config(format!("cannot build the HTTP client: {}", error_chain(&e))))?;
+        let mut headers = config.headers;
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        Ok(Transport {
+            client,
+            endpoint,
+            endpoint_display,
+            headers,
+            retry: config.retry,
+            secret: secret.map(str::to_owned),
+            model: config.model.to_owned(),
+        })
+    }
+
+    /// The endpoint as shown in messages (no URL password).
+    pub(crate) fn endpoint(&self) -> &str {
+        &self.endpoint_display
+    }
+
+    /// A [`Error::Malformed`] about this endpoint.
+    pub(crate) fn malformed(&self, reason: impl Into<String>) -> Error {
+        Error::Malformed { endpoint: self.endpoint_display.clone(), reason: self.scrub(reason.into()) }
+    }
+
+    /// Posts `body` (JSON) until it succeeds, fails for good, or the retries run out;
+    /// returns the body of the successful response.
+    pub(crate) async fn post(&self, body: &impl serde::Serialize) -> Result<Vec<u8>> {
+        let body = serde_json::to_vec(body)
+            .map_err(|e| Error::InvalidRequest(format!("cannot serialise the request body: {e}")))?;
+        let max_attempts = self.retry.max_attempts();
+        let mut attempt: u32 = 0;
+        loop {
+            attempt += 1;
+            let failure = match self.post_once(&body).await {
+                Ok(body) => return Ok(body),
+                Err(Attempt::Fatal(error)) => return Err(error),
+                Err(Attempt::Retryable(failure)) => failure,
+            };
+            if attempt >= max_attempts {
+                return Err(Error::Unavailable {
+                    endpoint: self.endpoint_display.clone(),
+                    attempts: attempt,
+                    last_error: failure.description,
+                });
+            }
+            let delay = self.retry.delay(attempt, failure.retry_after, rand::random::<f64>());
+            tracing::warn!(
+                endpoint = %self.endpoint_display,
+                model = %self.model,
+                attempt,
+                max_attempts,
+                delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                error = %failure.description,
+                "chat request failed; retrying"
+            );
+            tokio::time::sleep(delay).await;
+        }
+    }
+
+    /// One attempt: the body of a 2xx response, or how the attempt failed.
+    async fn post_once(&self, body: &[u8]) -> Result<Vec<u8>, Attempt> {
+        let response = self
+            .client
+            .post(self.endpoint.clone())
+            .headers(self.headers.clone())
+            .body(body.to_vec())
+            .send()
+            .await
+            .map_err(|e| self.transport_failure(e))?;
+        let status = response.status();
+        let retryable = status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error();
+        let retry_after = if retryable { retry_after(response.headers()) } else { None };
+        let body = response.bytes().await.map_err(|e| self.transport_failure(e))?;
+        if status.is_success() {
+            return Ok(body.to_vec());
+        }
+        let message = self.scrub(error_message(&body, status));
+        if retryable {
+            Err(Attempt::Retryable(RetryableFailure { description: format!("HTTP {status}: {message}"), retry_after }))
+        } else if status.is_client_error() {
+            Err(Attempt::Fatal(Error::Rejected {
+                endpoint: self.endpoint_display.clone(),
+                status: status.as_u16(),
+                message,
+            }))
+        } else {
+            Err(Attempt::Fatal(self.malformed(format!("unexpected HTTP status {status}: {message}"))))
+        }
+    }
+
+    /// Sorts a transport-level error into retryable (timeouts, connection failures, a
+    /// body cut short) or fatal (the request could not be built, a redirect loop).
+    fn transport_failure(&self, error: reqwest::Error) -> Attempt {
+        let is_fatal = error.is_builder() || error.is_redirect();
+        let reason = self.scrub(error_chain(&error.without_url()));
+        let description = format!("POST {}: {reason}", self.endpoint_display);
+        if is_fatal {
+            Attempt::Fatal(Error::Config(description))
+        } else {
+            Attempt::Retryable(RetryableFailure { description, retry_after: None })
+        }
+    }
+
+    /// `text` with every occurrence of the API key replaced by [`REDACTED`].
+    fn scrub(&self, text: String) -> String {
+        match &self.secret {
+            Some(secret) if text.contains(secret.as_str()) => text.replace(secret.as_str(), REDACTED),
+            _ => text,
+        }
+    }
+}
+
+/// A header value holding a secret, marked sensitive so that `Debug` of the request hides
+/// it. Fails (without showing the value) when it cannot be sent in a header.
+pub(crate) fn secret_header(value: &str) -> Result<HeaderValue> {
+    let mut header = HeaderValue::from_str(value)
+        .map_err(|_| Error::Config("the API key contains characters that cannot be sent in an HTTP header".into()))?;
+    header.set_sensitive(true);
+    Ok(header)
+}
+
+/// How one attempt failed.
+enum Attempt {
+    /// Do not retry; return this error.
+    Fatal(Error),
+    /// Worth another try.
+    Retryable(RetryableFailure),
+}
+
+struct RetryableFailure {
+    /// What went wrong, for logs and [`Error::Unavailable`].
+    description: String,
+    /// The server's `Retry-After`, when it sent one.
+    retry_after: Option<Duration>,
+}
+
+/// `{base_url}/{path}`, after checking that `base_url` is an http(s) URL with a host and
+/// no query or fragment. Error messages show the URL as [`shown_url`] does.
+fn endpoint(base_url: &str, path: &str, secret: Option<&str>) -> Result<Url> {
+    let trimmed = base_url.trim().trim_end_matches('/');
+    let shown = shown_url(trimmed, secret);
+    let invalid = |reason: String| Error::Config(format!("invalid chat API base URL `{shown}`: {reason}"));
+    let base = Url::parse(trimmed).map_err(|e| invalid(e.to_string()))?;
+    if !matches!(base.scheme(), "http" | "https") {
+        return Err(invalid(format!("scheme must be http or https, not `{}`", base.scheme())));
+    }
+    if base.host_str().is_none_or(str::is_empty) {
+        return Err(invalid("no host".into()));
+    }
+    if base.query().is_some() || base.fragment().is_some() {
+        return Err(invalid("must not have a query or fragment".into()));
+    }
+    Url::parse(&format!("{trimmed}/{path}")).map_err(|e| invalid(e.to_string()))
+}
+
+/// The wait a `Retry-After` header asks for (seconds or an HTTP date).
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    parse_retry_after(headers.get(RETRY_AFTER)?.to_str().ok()?, SystemTime::now())
+}
+
+/// An error body of either provider: `{"error": {"message": ...}}` (OpenAI, and Anthropic
+/// inside `{"type": "error", ...}`), or `{"error": "..."}` as some compatible servers send.
+#[derive(Deserialize)]
+struct ErrorBody {
+    error: ErrorDetail,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum ErrorDetail {
+    Object { message: String },
+    Text(String),
+}
+
+/// The server's error message: `error.message` from a JSON error body, else the raw body
+/// (truncated), else the status's reason phrase.
+fn error_message(body: &[u8], status: StatusCode) -> String {
+    if let Ok(parsed) = serde_json::from_slice::<ErrorBody>(body) {
+        let message = match parsed.error {
+            ErrorDetail::Object { message } | ErrorDetail::Text(message) => message,
+        };
+        return truncate(message.trim());
+    }
+    let text = String::from_utf8_lossy(body);
+    let text = text.trim();
+    if text.is_empty() { status.canonical_reason().unwrap_or("empty response body").to_owned() } else { truncate(text) }
+}
+
+/// `text` cut to at most [`MAX_ERROR_TEXT`] bytes on a character boundary, with `…` when
+/// cut.
+fn truncate(text: &str) -> String {
+    if text.len() <= MAX_ERROR_TEXT {
+        return text.to_owned();
+    }
+    let mut end = MAX_ERROR_TEXT;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+/// `error` and its sources, joined by `: ` (reqwest's own message alone says little).
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.ends_with(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// `url` as logs, errors and `Debug` show it: any password replaced by `***`, and the API
+/// key `secret`, should someone have put it in the URL, by [`REDACTED`].
+pub(crate) fn shown_url(url: &str, secret: Option<&str>) -> String {
+    let shown = redact_url_password(url);
+    match secret.filter(|s| !s.is_empty()) {
+        Some(secret) => shown.replace(secret, REDACTED),
+        None => shown,
+    }
+}
+
+/// `url` with any password replaced by `***`; unparsable input is returned unchanged.
+fn redact_url_password(url: &str) -> String {
+    match Url::parse(url) {
+        Ok(mut parsed) if parsed.password().is_some() => {
+            if parsed.set_password(Some("***")).is_ok() {
+                parsed.to_string()
+            } else {
+                "<url with credentials>".to_owned()
+            }
+        }
+        _ => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_are_validated() {
+        let ok = endpoint("https://api.openai.com/v1/", "chat/completions", None).unwrap();
+        assert_eq!(ok.as_str(), "https://api.openai.com/v1/chat/completions");
+        for bad in ["", "api.openai.com/v1", "ftp://example.com/v1", "http://h/v1?x=1", "http://h/v1#f", "file:///v1"] {
+            let error = endpoint(bad, "messages", None).unwrap_err();
+            assert!(matches!(error, Error::Config(_)), "{bad}: {error:?}");
+        }
+        let shown = endpoint("ftp://user:hunter2@h/v1/sk-1", "messages", Some("sk-1")).unwrap_err().to_string();
+        assert!(!shown.contains("hunter2") && !shown.contains("sk-1"), "{shown}");
+    }
+
+    #[test]
+    fn error_messages_of_both_providers() {
+        let openai = br#"{"error": {"message": "Invalid model", "type": "invalid_request_error"}}"#;
+        assert_eq!(error_message(openai, StatusCode::BAD_REQUEST), "Invalid model");
+        let anthropic = br#"{"type": "error", "error": {"type": "invalid_request_error", "message": "bad"}}"#;
+        assert_eq!(error_message(anthropic, StatusCode::BAD_REQUEST), "bad");
+        assert_eq!(error_message(br#"{"error": "plain"}"#, StatusCode::BAD_REQUEST), "plain");
+        assert_eq!(error_message(b"", StatusCode::NOT_FOUND), "Not Found");
+        let long = "é".repeat(600);
+        let cut = error_message(long.as_bytes(), StatusCode::BAD_REQUEST);
+        assert!(cut.len() <= MAX_ERROR_TEXT + '…'.len_utf8() && cut.ends_with('…'), "{}", cut.len());
+    }
+
+    #[test]
+    fn secret_headers_are_sensitive_and_checked() {
+        assert!(secret_header("sk-abc").unwrap().is_sensitive());
+        let error = secret_header("sk-abc\nInjected: 1").unwrap_err().to_string();
+        assert!(!error.contains("sk-abc"), "{error}");
+    }
+}
