@@ -25,13 +25,14 @@ const HEAVY_FORBIDDEN: [(&str, &str); 2] = [
 const ANYHOW_ALLOWED: [&str; 2] = ["memdedup-cli", "xtask"];
 
 /// For each crate, the only memdedup crates it may depend on (directly or not).
-const INTERNAL_DEPS_ALLOWED: [(&str, &[&str]); 7] = [
+const INTERNAL_DEPS_ALLOWED: [(&str, &[&str]); 8] = [
     ("dedup-core", &[]),
     ("dedup-embed", &["dedup-core"]),
     ("dedup-store", &["dedup-core"]),
     ("dedup-llm", &["dedup-core"]),
     ("dedup-precompact", &["dedup-core", "dedup-embed", "dedup-store"]),
-    ("dedup-server", &["dedup-core", "dedup-embed", "dedup-store", "dedup-precompact"]),
+    ("dedup-assist", &["dedup-core", "dedup-embed", "dedup-store", "dedup-llm"]),
+    ("dedup-server", &["dedup-core", "dedup-embed", "dedup-store", "dedup-precompact", "dedup-llm"]),
     ("xtask", &["dedup-core", "dedup-embed"]),
 ];
 

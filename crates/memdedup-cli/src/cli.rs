@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+pub(crate) mod dedup;
 pub(crate) mod facts;
 
 /// Keep an AI agent's long-term memory free of duplicates.
@@ -83,6 +84,19 @@ pub(crate) enum Command {
     /// `add` and `capture` catch up on a namespace by themselves once the model works
     /// again (up to 16 memories per stored memory); this does all of them at once.
     Reembed(ReembedArgs),
+    /// Merge conceptual duplicates that a judge (an LLM) confirms, transactionally and
+    /// undoably (seed 003).
+    ///
+    /// Unverified memories are paired with similar verified ones and sent to the judge in
+    /// batches; confirmed groups are merged into one survivor, the rest marked verified,
+    /// and passes repeat until nothing changes. A store without verified memories starts
+    /// in bootstrap mode. Every merge is logged: see `memdedup merges` and `memdedup undo`.
+    Dedup(dedup::DedupArgs),
+    /// List the merges of assisted dedup runs, oldest first.
+    Merges(dedup::MergesArgs),
+    /// Undo a merge (or all merges of a run): restore every row it changed exactly, and
+    /// mark the pairs so the next run does not merge them again.
+    Undo(dedup::UndoArgs),
     /// Facts about the user, kept free of duplicates, and the prompt text made of them.
     Facts {
         #[command(subcommand)]

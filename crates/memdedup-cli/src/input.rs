@@ -5,8 +5,10 @@ use std::io::Read;
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
-use memdedup::CollectionItem;
+use memdedup::{CollectionItem, MemoryId, Scope};
 use serde_json::Value;
+
+use crate::UsageError;
 
 /// Largest input accepted, to fail clearly instead of exhausting memory.
 const MAX_INPUT_BYTES: u64 = 1 << 30;
@@ -282,6 +284,26 @@ fn kind(value: &Value) -> &'static str {
         Value::Array(_) => "an array",
         Value::Object(_) => "an object",
     }
+}
+
+/// A memory id, or a URN `memdedup://{domain}/{namespace}/{id}` with its scope. A URN has
+/// exactly those three parts, each valid (no `..`, empty or extra segments), and the id
+/// is plain decimal digits.
+pub(crate) fn parse_memory_id(raw: &str) -> Result<(MemoryId, Option<Scope>)> {
+    let bad = || UsageError(format!("`{raw}` is not a memory id or memdedup:// URN"));
+    let digits_only = |s: &str| -> Result<MemoryId, UsageError> {
+        if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(bad());
+        }
+        s.parse().map_err(|_| bad())
+    };
+    let Some(rest) = raw.strip_prefix("memdedup://") else { return Ok((digits_only(raw)?, None)) };
+    let parts: Vec<&str> = rest.split('/').collect();
+    let [domain, namespace, id] = parts[..] else {
+        return Err(UsageError(format!("`{raw}` is not a memdedup://DOMAIN/NAMESPACE/ID URN")).into());
+    };
+    let scope = Scope::new(domain, namespace).map_err(|e| UsageError(format!("`{raw}` is not a valid URN: {e}")))?;
+    Ok((digits_only(id)?, Some(scope)))
 }
 
 #[cfg(test)]

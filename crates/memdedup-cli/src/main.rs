@@ -8,9 +8,11 @@
 
 mod capture_cmd;
 mod cli;
+mod dedup_cmd;
 mod facts_cmd;
 mod input;
 mod memory_cmd;
+mod merges_cmd;
 mod open;
 mod output;
 mod playbook_cmd;
@@ -19,6 +21,7 @@ mod reembed_cmd;
 mod scan_cmd;
 mod serve_cmd;
 mod similarity_cmd;
+mod undo_cmd;
 mod verdict;
 
 use std::process::ExitCode;
@@ -56,6 +59,9 @@ fn main() -> ExitCode {
             Command::Stats(args) => memory_cmd::stats(&cli.global, args).await,
             Command::Reembed(args) => reembed_cmd::run(&cli.global, args).await,
             Command::Facts { command } => facts_cmd::run(&cli.global, command).await,
+            Command::Dedup(args) => dedup_cmd::run(&cli.global, args).await,
+            Command::Merges(args) => merges_cmd::run(&cli.global, args).await,
+            Command::Undo(args) => undo_cmd::run(&cli.global, args).await,
         }
     });
     match result {

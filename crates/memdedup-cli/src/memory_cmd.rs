@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use crate::UsageError;
 use crate::cli::{AddArgs, CheckArgs, GlobalArgs, JsonArgs, ListArgs, ShowArgs};
-use crate::input::{read_text, without_bom};
+use crate::input::{parse_memory_id, read_text, without_bom};
 use crate::open::{config_file, open_service, open_store, scope};
 use crate::output::{emit, plural, snippet};
 use crate::verdict::{add_json, add_line, verdict_line, warn_degraded, with_scope};
@@ -98,7 +98,7 @@ pub(crate) fn memory_json(m: &Memory) -> Value {
 }
 
 pub(crate) async fn show(global: &GlobalArgs, args: &ShowArgs) -> Result<()> {
-    let (id, scope) = parse_id(&args.id)?;
+    let (id, scope) = parse_memory_id(&args.id)?;
     let config = config_file(global)?;
     let store = open_store(global, &config).await?;
     let Some(memory) = store.get(id).await? else { bail!("no memory with id {id} in {}", store.location()) };
@@ -114,26 +114,6 @@ pub(crate) async fn show(global: &GlobalArgs, args: &ShowArgs) -> Result<()> {
     }
     store.close().await;
     Ok(())
-}
-
-/// A memory id, or a URN `memdedup://{domain}/{namespace}/{id}` with its scope. A URN has
-/// exactly those three parts, each valid (no `..`, empty or extra segments), and the id
-/// is plain decimal digits.
-fn parse_id(raw: &str) -> Result<(MemoryId, Option<Scope>)> {
-    let bad = || UsageError(format!("`{raw}` is not a memory id or memdedup:// URN"));
-    let digits_only = |s: &str| -> Result<MemoryId, UsageError> {
-        if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(bad());
-        }
-        s.parse().map_err(|_| bad())
-    };
-    let Some(rest) = raw.strip_prefix("memdedup://") else { return Ok((digits_only(raw)?, None)) };
-    let parts: Vec<&str> = rest.split('/').collect();
-    let [domain, namespace, id] = parts[..] else {
-        return Err(UsageError(format!("`{raw}` is not a memdedup://DOMAIN/NAMESPACE/ID URN")).into());
-    };
-    let scope = Scope::new(domain, namespace).map_err(|e| UsageError(format!("`{raw}` is not a valid URN: {e}")))?;
-    Ok((digits_only(id)?, Some(scope)))
 }
 
 fn show_text(m: &Memory) -> String {
@@ -210,9 +190,9 @@ mod tests {
 
     #[test]
     fn defect_11_urn_parsing_rejects_path_tricks() {
-        let (id, scope) = parse_id("memdedup://global/decisions/12").unwrap();
+        let (id, scope) = parse_memory_id("memdedup://global/decisions/12").unwrap();
         assert_eq!((id, scope), (MemoryId::new(12), Some(Scope::new("global", "decisions").unwrap())));
-        assert_eq!(parse_id("7").unwrap(), (MemoryId::new(7), None));
+        assert_eq!(parse_memory_id("7").unwrap(), (MemoryId::new(7), None));
         for raw in [
             "memdedup://global/decisions/1/../2",
             "memdedup://global/decisions/../2",
@@ -228,7 +208,7 @@ mod tests {
             "+2",
             "",
         ] {
-            let err = parse_id(raw).unwrap_err();
+            let err = parse_memory_id(raw).unwrap_err();
             assert!(err.downcast_ref::<UsageError>().is_some(), "{raw}: {err}");
         }
     }

@@ -41,6 +41,14 @@ pub(crate) async fn open_service(global: &GlobalArgs) -> Result<DeduplicationSer
     Ok(service.connect_recent_cache().await)
 }
 
+/// `--model-dir`, else `[embedder] model_dir`.
+pub(crate) fn model_dir(global: &GlobalArgs, config: &ConfigFile) -> Result<Option<std::path::PathBuf>> {
+    Ok(match &global.model_dir {
+        Some(dir) => Some(dir.clone()),
+        None => config.model_dir()?,
+    })
+}
+
 pub(crate) fn scope(args: &ScopeArgs) -> Result<Scope> {
     Scope::new(&args.domain, &args.namespace).map_err(|e| UsageError(e.to_string()).into())
 }

@@ -12,7 +12,7 @@ pub const CONFIG_ENV_VAR: &str = "MEMDEDUP_CONFIG";
 /// The config file's name.
 pub const CONFIG_FILE_NAME: &str = "memdedup.toml";
 
-const KNOWN_TABLES: [&str; 4] = ["store", "dedup", "embedder", "server"];
+const KNOWN_TABLES: [&str; 5] = ["store", "dedup", "embedder", "server", "judge"];
 /// The keys of `[embedder]`.
 const EMBEDDER_KEYS: [&str; 6] = ["kind", "model_dir", "base_url", "model", "dimensions", "api_key_env"];
 
@@ -102,12 +102,15 @@ impl ConfigFile {
         let config_error = |message: String| Error::Config { origin: origin.display().to_string(), message };
         let table: toml::Table = text.parse().map_err(|e: toml::de::Error| config_error(e.to_string()))?;
         if let Some(unknown) = table.keys().find(|k| !KNOWN_TABLES.contains(&k.as_str())) {
-            return Err(config_error(format!("unknown table `{unknown}` (known: store, dedup, embedder, server)")));
+            return Err(config_error(format!(
+                "unknown table `{unknown}` (known: store, dedup, embedder, server, judge)"
+            )));
         }
         let config = ConfigFile { path: Some(origin.to_path_buf()), table };
         config.string("store", "db")?;
         config.embedder()?;
         config.dedup_config_without_env()?;
+        config.check_judge_table()?;
         Ok(config)
     }
 
@@ -236,11 +239,24 @@ impl ConfigFile {
         }
     }
 
+    /// The parsed file, for the modules that read their own tables.
+    pub(crate) fn raw_table(&self) -> &toml::Table {
+        &self.table
+    }
+
+    /// `path` as written in the file: relative paths are relative to the file's directory.
+    pub(crate) fn relative_to_file(&self, path: &Path) -> PathBuf {
+        match self.path.as_deref().and_then(Path::parent) {
+            Some(dir) if path.is_relative() => dir.join(path),
+            _ => path.to_path_buf(),
+        }
+    }
+
     fn origin(&self) -> String {
         self.path.as_ref().map_or_else(|| CONFIG_FILE_NAME.to_owned(), |p| p.display().to_string())
     }
 
-    fn error(&self, message: impl Into<String>) -> Error {
+    pub(crate) fn error(&self, message: impl Into<String>) -> Error {
         Error::Config { origin: self.origin(), message: message.into() }
     }
 }

@@ -11,6 +11,11 @@
 //! → recent) before storing it. [`ConfigFile`] reads `memdedup.toml`; [`CachedEmbedder`]
 //! puts the store's embedding cache in front of any embedder.
 //!
+//! For conceptual duplicates that similarity alone cannot decide, [`Deduplicator`] runs
+//! seed 003's assisted dedup with a [`Judge`] (an LLM through [`LlmJudge`], configured by
+//! [`JudgeSettings`] from `[judge]` and flags); every merge is logged in the store and
+//! can be undone ([`Store::undo_merge`]).
+//!
 //! **Architecture invariant:** the facade adds wiring, not logic: grouping and merge rules
 //! live in `dedup-core`, models in `dedup-embed`. It must not depend on the CLI.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
@@ -20,6 +25,7 @@ mod collection;
 mod config;
 mod embed;
 mod error;
+mod judge;
 mod playbook;
 
 #[doc(inline)]
@@ -55,19 +61,34 @@ pub use dedup_store::{
     MemoryUpdate, NamespaceStats, Neighbour, NewFact, NewMemory, Scope, SearchFilter, Store, StoreOptions, StoreStats,
 };
 
+#[doc(inline)]
+pub use dedup_assist::{
+    DedupOptions, Deduplicator, ExhaustedMemory, Judge, JudgeFailure, JudgePrompts, JudgeReply, LlmJudge, MergeSummary,
+    PassReport, Progress, Proposal, RunReport,
+};
+#[doc(inline)]
+pub use dedup_core::{JudgeBatch, JudgeMode, JudgeResponse, TextChoice};
+#[doc(inline)]
+pub use dedup_store::{MergeFilter, MergeId, MergeRecord, TextSource, UndoReport};
+
 pub use cached::CachedEmbedder;
 pub use collection::{CollectionItem, DEFAULT_NAMESPACE, ScanOptions, ScanReport, scan_collection};
 pub use config::{CONFIG_ENV_VAR, CONFIG_FILE_NAME, ConfigFile, EmbedderSettings};
 pub use embed::{EMBED_CHUNK, default_embedder, embed_texts};
 pub use error::{Error, Result};
+pub use judge::{JUDGE_ENV_VAR, JUDGE_MODEL_ENV_VAR, JUDGE_URL_ENV_VAR, JudgeKind, JudgeOverrides, JudgeSettings};
 pub use playbook::{DedupOutcome, DedupReport, deduplicate_playbook, run_deduplication, run_deduplication_with};
 
 /// The crates behind the facade, for what it does not re-export.
 pub mod crates {
     #[doc(inline)]
+    pub use dedup_assist as assist;
+    #[doc(inline)]
     pub use dedup_core as core;
     #[doc(inline)]
     pub use dedup_embed as embed;
+    #[doc(inline)]
+    pub use dedup_llm as llm;
     #[doc(inline)]
     pub use dedup_precompact as precompact;
     #[doc(inline)]

@@ -1,3 +1,5 @@
+//! Tests of the group merge policy: survivor, text choice and metadata.
+
 use serde_json::json;
 
 use super::*;

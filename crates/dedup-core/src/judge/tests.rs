@@ -1,3 +1,5 @@
+//! Tests of the judge contract: payload shape and every validation rule.
+
 use proptest::prelude::*;
 
 use super::*;

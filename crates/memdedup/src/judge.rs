@@ -1,0 +1,432 @@
+//! `[judge]` of memdedup.toml and the flags that override it: which judge assisted dedup
+//! asks, how, and the run's tuning.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use dedup_assist::{DedupOptions, Judge, JudgePrompts, LlmJudge};
+use dedup_llm::{AnthropicChat, AnthropicChatConfig, ChatModel, OpenAiChat, OpenAiChatConfig};
+
+use crate::{ConfigFile, Error, Result};
+
+/// The keys of `[judge]`.
+pub(crate) const JUDGE_KEYS: [&str; 19] = [
+    "kind",
+    "base_url",
+    "model",
+    "api_key_env",
+    "structured_output",
+    "timeout_secs",
+    "max_retries",
+    "max_tokens",
+    "system_prompt",
+    "incremental_prompt",
+    "bootstrap_prompt",
+    "in_flight",
+    "max_attempts",
+    "min_confidence",
+    "min_sim",
+    "max_candidates",
+    "batch_size",
+    "batch_chars",
+    "max_passes",
+];
+
+/// The environment variable choosing the judge (`openai` or `anthropic`).
+pub const JUDGE_ENV_VAR: &str = "MEMDEDUP_JUDGE";
+/// The environment variable with the judge's API base URL.
+pub const JUDGE_URL_ENV_VAR: &str = "MEMDEDUP_JUDGE_URL";
+/// The environment variable with the judge's model name.
+pub const JUDGE_MODEL_ENV_VAR: &str = "MEMDEDUP_JUDGE_MODEL";
+
+/// Which API a judge speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum JudgeKind {
+    /// OpenAI-compatible `/v1/chat/completions` (OpenAI, Ollama, vLLM, llama.cpp, LM Studio).
+    OpenAi,
+    /// Anthropic `/v1/messages`.
+    Anthropic,
+}
+
+impl JudgeKind {
+    fn parse(raw: &str) -> Option<JudgeKind> {
+        match raw.trim().to_ascii_lowercase().as_str() {
+            "openai" => Some(JudgeKind::OpenAi),
+            "anthropic" => Some(JudgeKind::Anthropic),
+            _ => None,
+        }
+    }
+
+    /// `openai` or `anthropic`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JudgeKind::OpenAi => "openai",
+            JudgeKind::Anthropic => "anthropic",
+        }
+    }
+
+    fn default_base_url(self) -> &'static str {
+        match self {
+            JudgeKind::OpenAi => "https://api.openai.com/v1",
+            JudgeKind::Anthropic => "https://api.anthropic.com/v1",
+        }
+    }
+
+    fn default_model(self) -> &'static str {
+        match self {
+            JudgeKind::OpenAi => "gpt-4o-mini",
+            JudgeKind::Anthropic => "claude-3-5-haiku-latest",
+        }
+    }
+}
+
+/// Judge choices given on the command line; they win over the environment and the file.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JudgeOverrides {
+    /// `--judge`.
+    pub kind: Option<String>,
+    /// `--judge-url`.
+    pub base_url: Option<String>,
+    /// `--judge-model`.
+    pub model: Option<String>,
+}
+
+/// A judge, resolved from flags > environment > `[judge]` > defaults.
+#[derive(Clone, PartialEq)]
+pub struct JudgeSettings {
+    /// The API it speaks.
+    pub kind: JudgeKind,
+    /// The API base, e.g. `http://127.0.0.1:11434/v1`.
+    pub base_url: String,
+    /// The model name.
+    pub model: String,
+    /// The API key: `$MEMDEDUP_JUDGE_API_KEY`, else the variable `api_key_env` names,
+    /// else `$OPENAI_API_KEY` / `$ANTHROPIC_API_KEY`. Never printed.
+    pub api_key: Option<String>,
+    /// Whether to send the reply's JSON schema as `response_format` (OpenAI-compatible
+    /// servers that support it). Default false.
+    pub structured_output: bool,
+    /// Per-request timeout. Default 120 s.
+    pub timeout: Duration,
+    /// Retries on 429, 5xx and connection errors. Default 3.
+    pub max_retries: u32,
+    /// Most tokens of one reply. Default 4096.
+    pub max_tokens: u32,
+    /// The prompts (seed 003's unless files are named).
+    pub prompts: JudgePrompts,
+}
+
+impl fmt::Debug for JudgeSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JudgeSettings")
+            .field("kind", &self.kind)
+            .field("base_url", &self.base_url)
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("structured_output", &self.structured_output)
+            .field("timeout", &self.timeout)
+            .field("max_retries", &self.max_retries)
+            .field("max_tokens", &self.max_tokens)
+            .finish_non_exhaustive()
+    }
+}
+
+impl JudgeSettings {
+    /// The judge these settings describe.
+    pub fn build(&self) -> Result<Arc<dyn Judge>> {
+        let config_error = |message: String| Error::Config { origin: "judge settings".to_owned(), message };
+        let chat: Arc<dyn ChatModel> = match self.kind {
+            JudgeKind::OpenAi => {
+                let mut config = OpenAiChatConfig::new(&self.base_url, &self.model);
+                config.api_key = self.api_key.clone();
+                config.timeout = self.timeout;
+                config.retry.max_retries = self.max_retries;
+                config.structured_output = self.structured_output;
+                Arc::new(OpenAiChat::new(config).map_err(|e| config_error(e.to_string()))?)
+            }
+            JudgeKind::Anthropic => {
+                let key = self.api_key.clone().ok_or_else(|| {
+                    config_error(
+                        "the anthropic judge needs an API key: set MEMDEDUP_JUDGE_API_KEY or ANTHROPIC_API_KEY".to_owned(),
+                    )
+                })?;
+                let mut config = AnthropicChatConfig::new(&self.model, key);
+                config.base_url = self.base_url.clone();
+                config.timeout = self.timeout;
+                config.retry.max_retries = self.max_retries;
+                Arc::new(AnthropicChat::new(config).map_err(|e| config_error(e.to_string()))?)
+            }
+        };
+        Ok(Arc::new(LlmJudge::new(chat).with_prompts(self.prompts.clone()).with_max_tokens(self.max_tokens)))
+    }
+}
+
+impl ConfigFile {
+    /// The judge: `overrides` (flags) > `MEMDEDUP_JUDGE`, `MEMDEDUP_JUDGE_URL`,
+    /// `MEMDEDUP_JUDGE_MODEL` > `[judge]` > defaults. Fails with a message naming the flag
+    /// and key to set when no judge is chosen anywhere.
+    pub fn judge_settings(&self, overrides: &JudgeOverrides) -> Result<JudgeSettings> {
+        self.judge_settings_with_env(overrides, |name| std::env::var(name).ok())
+    }
+
+    pub(crate) fn judge_settings_with_env(
+        &self,
+        overrides: &JudgeOverrides,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<JudgeSettings> {
+        let env = |name: &str| env(name).filter(|v| !v.trim().is_empty());
+        let pick = |flag: &Option<String>, var: &str, key: &str| -> Result<Option<String>> {
+            Ok(match flag.clone().or_else(|| env(var)) {
+                Some(value) => Some(value),
+                None => self.judge_string(key)?,
+            })
+        };
+        let kind_text = pick(&overrides.kind, JUDGE_ENV_VAR, "kind")?.ok_or_else(|| {
+            self.error(
+                "no judge is configured: pass --judge openai|anthropic (with --judge-url and --judge-model), \
+                 set MEMDEDUP_JUDGE, or set `judge.kind` in memdedup.toml",
+            )
+        })?;
+        let kind = JudgeKind::parse(&kind_text)
+            .ok_or_else(|| self.error(format!("judge {kind_text:?} is not \"openai\" or \"anthropic\"")))?;
+        let base_url = pick(&overrides.base_url, JUDGE_URL_ENV_VAR, "base_url")?
+            .unwrap_or_else(|| kind.default_base_url().to_owned());
+        let model =
+            pick(&overrides.model, JUDGE_MODEL_ENV_VAR, "model")?.unwrap_or_else(|| kind.default_model().to_owned());
+        let api_key = env("MEMDEDUP_JUDGE_API_KEY")
+            .or_else(|| self.judge_string("api_key_env").ok().flatten().and_then(|var| env(&var)))
+            .or_else(|| {
+                env(match kind {
+                    JudgeKind::OpenAi => "OPENAI_API_KEY",
+                    JudgeKind::Anthropic => "ANTHROPIC_API_KEY",
+                })
+            });
+        let prompt = |key: &str| -> Result<Option<PathBuf>> {
+            Ok(self.judge_string(key)?.map(|p| self.relative_to_file(Path::new(&p))))
+        };
+        let prompts = JudgePrompts::with_files(
+            prompt("system_prompt")?.as_deref(),
+            prompt("incremental_prompt")?.as_deref(),
+            prompt("bootstrap_prompt")?.as_deref(),
+        )
+        .map_err(|e| self.error(e.to_string()))?;
+        Ok(JudgeSettings {
+            kind,
+            base_url,
+            model,
+            api_key,
+            structured_output: self.judge_bool("structured_output")?.unwrap_or(false),
+            timeout: Duration::from_secs(self.judge_int("timeout_secs", 1, 3600)?.unwrap_or(120)),
+            max_retries: self.judge_int("max_retries", 0, 20)?.map_or(3, |n| n as u32),
+            max_tokens: self.judge_int("max_tokens", 16, 1 << 20)?.map_or(LlmJudge::DEFAULT_MAX_TOKENS, |n| n as u32),
+            prompts,
+        })
+    }
+
+    /// Applies the run tuning of `[judge]` (`in_flight`, `max_attempts`, `min_confidence`,
+    /// `min_sim`, `max_candidates`, `batch_size`, `batch_chars`, `max_passes`) to
+    /// `options`; flags applied afterwards win.
+    pub fn apply_assist_options(&self, options: &mut DedupOptions) -> Result<()> {
+        if let Some(n) = self.judge_int("in_flight", 1, 256)? {
+            options.in_flight = n as usize;
+        }
+        if let Some(n) = self.judge_int("max_attempts", 1, 100)? {
+            options.max_attempts = n as u32;
+        }
+        if let Some(x) = self.judge_float("min_confidence", 0.0, 1.0)? {
+            options.rules.min_confidence_hint = x;
+        }
+        if let Some(x) = self.judge_float("min_sim", -1.0, 1.0)? {
+            options.min_sim = x as f32;
+        }
+        if let Some(n) = self.judge_int("max_candidates", 1, 256)? {
+            options.max_candidates = n as usize;
+        }
+        if let Some(n) = self.judge_int("batch_size", 1, 1000)? {
+            options.batch_size = n as usize;
+        }
+        if let Some(n) = self.judge_int("batch_chars", 500, 10_000_000)? {
+            options.batch_chars = n as usize;
+        }
+        if let Some(n) = self.judge_int("max_passes", 1, 1000)? {
+            options.max_passes = n as usize;
+        }
+        Ok(())
+    }
+
+    /// Checks `[judge]` when the file is read: known keys of the right types.
+    pub(crate) fn check_judge_table(&self) -> Result<()> {
+        let Some(table) = self.judge_table()? else { return Ok(()) };
+        if let Some(unknown) = table.keys().find(|k| !JUDGE_KEYS.contains(&k.as_str())) {
+            return Err(self.error(format!("unknown key `judge.{unknown}` (known: {})", JUDGE_KEYS.join(", "))));
+        }
+        if let Some(kind) = self.judge_string("kind")?
+            && JudgeKind::parse(&kind).is_none()
+        {
+            return Err(self.error(format!("`judge.kind` {kind:?} is not \"openai\" or \"anthropic\"")));
+        }
+        for key in ["base_url", "model", "api_key_env", "system_prompt", "incremental_prompt", "bootstrap_prompt"] {
+            self.judge_string(key)?;
+        }
+        self.judge_bool("structured_output")?;
+        self.apply_assist_options(&mut DedupOptions::default())?;
+        self.judge_int("timeout_secs", 1, 3600)?;
+        self.judge_int("max_retries", 0, 20)?;
+        self.judge_int("max_tokens", 16, 1 << 20)?;
+        Ok(())
+    }
+
+    fn judge_table(&self) -> Result<Option<&toml::Table>> {
+        match self.raw_table().get("judge") {
+            None => Ok(None),
+            Some(toml::Value::Table(table)) => Ok(Some(table)),
+            Some(_) => Err(self.error("`judge` must be a table")),
+        }
+    }
+
+    fn judge_value(&self, key: &str) -> Result<Option<&toml::Value>> {
+        Ok(self.judge_table()?.and_then(|t| t.get(key)))
+    }
+
+    fn judge_string(&self, key: &str) -> Result<Option<String>> {
+        match self.judge_value(key)? {
+            None => Ok(None),
+            Some(toml::Value::String(s)) => Ok(Some(s.clone())),
+            Some(other) => Err(self.error(format!("`judge.{key}` must be a string, not {}", other.type_str()))),
+        }
+    }
+
+    fn judge_bool(&self, key: &str) -> Result<Option<bool>> {
+        match self.judge_value(key)? {
+            None => Ok(None),
+            Some(toml::Value::Boolean(b)) => Ok(Some(*b)),
+            Some(other) => Err(self.error(format!("`judge.{key}` must be true or false, not {}", other.type_str()))),
+        }
+    }
+
+    fn judge_int(&self, key: &str, min: u64, max: u64) -> Result<Option<u64>> {
+        match self.judge_value(key)? {
+            None => Ok(None),
+            Some(toml::Value::Integer(n)) if (min as i128..=max as i128).contains(&i128::from(*n)) => {
+                Ok(Some(*n as u64))
+            }
+            Some(other) => Err(self.error(format!("`judge.{key}` must be an integer in [{min}, {max}], not {other}"))),
+        }
+    }
+
+    fn judge_float(&self, key: &str, min: f64, max: f64) -> Result<Option<f64>> {
+        let value = match self.judge_value(key)? {
+            None => return Ok(None),
+            Some(toml::Value::Float(x)) => *x,
+            Some(toml::Value::Integer(n)) => *n as f64,
+            Some(other) => {
+                return Err(self.error(format!("`judge.{key}` must be a number in [{min}, {max}], not {other}")));
+            }
+        };
+        if !(min..=max).contains(&value) {
+            return Err(self.error(format!("`judge.{key}` must be a number in [{min}, {max}], not {value}")));
+        }
+        Ok(Some(value))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<ConfigFile> {
+        ConfigFile::parse(text, Path::new("/etc/memdedup/memdedup.toml"))
+    }
+
+    fn no_env(_: &str) -> Option<String> {
+        None
+    }
+
+    #[test]
+    fn flags_win_over_the_environment_and_the_file() {
+        let config = parse("[judge]\nkind = \"anthropic\"\nmodel = \"file-model\"\n").unwrap();
+        let env = |name: &str| match name {
+            JUDGE_MODEL_ENV_VAR => Some("env-model".to_owned()),
+            "ANTHROPIC_API_KEY" => Some("sk-ant-secret".to_owned()),
+            _ => None,
+        };
+        let settings = config.judge_settings_with_env(&JudgeOverrides::default(), env).unwrap();
+        assert_eq!(settings.kind, JudgeKind::Anthropic);
+        assert_eq!(settings.model, "env-model");
+        assert_eq!(settings.base_url, "https://api.anthropic.com/v1");
+        assert_eq!(settings.api_key.as_deref(), Some("sk-ant-secret"));
+        assert!(!format!("{settings:?}").contains("sk-ant-secret"));
+        let flags = JudgeOverrides {
+            kind: Some("openai".into()),
+            base_url: Some("http://127.0.0.1:11434/v1".into()),
+            model: Some("flag-model".into()),
+        };
+        let settings = config.judge_settings_with_env(&flags, env).unwrap();
+        assert_eq!((settings.kind, settings.model.as_str()), (JudgeKind::OpenAi, "flag-model"));
+        assert_eq!(settings.base_url, "http://127.0.0.1:11434/v1");
+        assert_eq!(settings.api_key, None, "the anthropic key is not sent to an openai judge");
+    }
+
+    #[test]
+    fn the_memdedup_key_wins_over_the_provider_key() {
+        let config = parse("[judge]\nkind = \"openai\"\n").unwrap();
+        let env = |name: &str| match name {
+            "MEMDEDUP_JUDGE_API_KEY" => Some("k1".to_owned()),
+            "OPENAI_API_KEY" => Some("k2".to_owned()),
+            _ => None,
+        };
+        let settings = config.judge_settings_with_env(&JudgeOverrides::default(), env).unwrap();
+        assert_eq!(settings.api_key.as_deref(), Some("k1"));
+    }
+
+    #[test]
+    fn no_judge_anywhere_is_an_error_naming_the_flag() {
+        let err = parse("").unwrap().judge_settings_with_env(&JudgeOverrides::default(), no_env).unwrap_err();
+        assert!(err.to_string().contains("--judge openai|anthropic"), "{err}");
+    }
+
+    #[test]
+    fn judge_table_mistakes_are_reported_when_the_file_is_read() {
+        for (text, expected) in [
+            ("[judge]\nkind = \"gemini\"\n", "`judge.kind` \"gemini\" is not"),
+            ("[judge]\nmodle = \"x\"\n", "unknown key `judge.modle`"),
+            ("[judge]\nin_flight = 0\n", "`judge.in_flight` must be an integer in [1, 256]"),
+            ("[judge]\nmin_confidence = 1.5\n", "`judge.min_confidence` must be a number in [0, 1]"),
+            ("[judge]\nstructured_output = \"yes\"\n", "`judge.structured_output` must be true or false"),
+            ("[judge]\nmodel = 3\n", "`judge.model` must be a string, not integer"),
+            ("judge = 3\n", "`judge` must be a table"),
+        ] {
+            let err = parse(text).unwrap_err().to_string();
+            assert!(err.contains(expected), "{text}: {err}");
+            assert!(err.contains("/etc/memdedup/memdedup.toml"), "{err}");
+        }
+    }
+
+    #[test]
+    fn run_tuning_applies_to_dedup_options() {
+        let config = parse("[judge]\nin_flight = 16\nmax_attempts = 5\nmin_confidence = 0.9\nmin_sim = 0.6\nmax_candidates = 4\nbatch_size = 3\nbatch_chars = 9000\nmax_passes = 2\n").unwrap();
+        let mut options = DedupOptions::default();
+        config.apply_assist_options(&mut options).unwrap();
+        assert_eq!((options.in_flight, options.max_attempts, options.max_candidates), (16, 5, 4));
+        assert_eq!((options.batch_size, options.batch_chars, options.max_passes), (3, 9000, 2));
+        assert_eq!(options.rules.min_confidence_hint, 0.9);
+        assert!((options.min_sim - 0.6).abs() < 1e-6);
+    }
+
+    #[test]
+    fn prompt_files_are_read_relative_to_the_config_file() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("system.txt"), "Be strict.").unwrap();
+        let path = dir.path().join("memdedup.toml");
+        let config = ConfigFile::parse("[judge]\nkind = \"openai\"\nsystem_prompt = \"system.txt\"\n", &path).unwrap();
+        let settings = config.judge_settings_with_env(&JudgeOverrides::default(), no_env).unwrap();
+        assert_eq!(settings.prompts.system, "Be strict.");
+        assert_eq!(settings.prompts.incremental, JudgePrompts::default().incremental);
+        let config = ConfigFile::parse("[judge]\nkind = \"openai\"\nsystem_prompt = \"missing.txt\"\n", &path).unwrap();
+        let err = config.judge_settings_with_env(&JudgeOverrides::default(), no_env).unwrap_err().to_string();
+        assert!(err.contains("missing.txt"), "{err}");
+    }
+}
