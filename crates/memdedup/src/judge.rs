@@ -135,10 +135,11 @@ impl fmt::Debug for JudgeSettings {
 }
 
 impl JudgeSettings {
-    /// The judge these settings describe.
-    pub fn build(&self) -> Result<Arc<dyn Judge>> {
+    /// The chat model these settings describe: the client a judge (and fact extraction)
+    /// talks to.
+    pub fn chat_model(&self) -> Result<Arc<dyn ChatModel>> {
         let config_error = |message: String| Error::Config { origin: "judge settings".to_owned(), message };
-        let chat: Arc<dyn ChatModel> = match self.kind {
+        Ok(match self.kind {
             JudgeKind::OpenAi => {
                 let mut config = OpenAiChatConfig::new(&self.base_url, &self.model);
                 config.api_key = self.api_key.clone();
@@ -150,7 +151,8 @@ impl JudgeSettings {
             JudgeKind::Anthropic => {
                 let key = self.api_key.clone().ok_or_else(|| {
                     config_error(
-                        "the anthropic judge needs an API key: set MEMDEDUP_JUDGE_API_KEY or ANTHROPIC_API_KEY".to_owned(),
+                        "the anthropic judge needs an API key: set MEMDEDUP_JUDGE_API_KEY or ANTHROPIC_API_KEY"
+                            .to_owned(),
                     )
                 })?;
                 let mut config = AnthropicChatConfig::new(&self.model, key);
@@ -159,7 +161,13 @@ impl JudgeSettings {
                 config.retry.max_retries = self.max_retries;
                 Arc::new(AnthropicChat::new(config).map_err(|e| config_error(e.to_string()))?)
             }
-        };
+        })
+    }
+
+    /// The judge these settings describe: an [`LlmJudge`] on [`JudgeSettings::chat_model`]
+    /// with the configured prompts and reply limit.
+    pub fn build(&self) -> Result<Arc<dyn Judge>> {
+        let chat = self.chat_model()?;
         Ok(Arc::new(LlmJudge::new(chat).with_prompts(self.prompts.clone()).with_max_tokens(self.max_tokens)))
     }
 }
