@@ -468,3 +468,6 @@ pub(crate) fn judge_memory(memory: &Memory) -> JudgeMemory {
         occurrence_count: memory.occurrence_count,
     }
 }
+
+#[cfg(test)]
+mod tests;
