@@ -18,8 +18,10 @@ peak resident memory; model loading is included, as a user would see it. Finally
 times `memdedup scan --db` twice over an unchanged 2,000-line JSONL file (the second
 run reads every vector from the embedding cache). The check-before-store latency bench
 is `cargo bench -p memdedup --bench check` and the HTTP check-similar bench (8 and 32
-clients, 10k and 100k stored nodes) is `cargo bench -p memdedup --bench http`; both run
-first unless --e2e-only.";
+clients, 10k and 100k stored nodes) is `cargo bench -p memdedup --bench http`; the
+assisted dedup run (10,000 memories, a fake judge answering after 200 ms, 1, 4 and 16
+calls in flight) is `cargo bench -p dedup-assist --bench assisted`; all run first unless
+--e2e-only.";
 
 const GNU_TIME: &str = "/usr/bin/time";
 const ENTRIES: usize = 1000;
@@ -38,6 +40,8 @@ pub fn run(root: &Path, e2e_only: bool, bench_args: &[String]) -> Result<()> {
         process::run(cargo().args(["bench", "-p", "memdedup", "--bench", "check"]).current_dir(root))?;
         println!("==> cargo bench -p memdedup --bench http");
         process::run(cargo().args(["bench", "-p", "memdedup", "--bench", "http"]).current_dir(root))?;
+        println!("==> cargo bench -p dedup-assist --bench assisted");
+        process::run(cargo().args(["bench", "-p", "dedup-assist", "--bench", "assisted"]).current_dir(root))?;
     }
 
     if !Path::new(GNU_TIME).is_file() {
