@@ -14,7 +14,7 @@
 //! peak resident memory is its own.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -212,8 +212,8 @@ impl Corpus {
         }
     }
 
-    async fn fill(&self, path: &PathBuf) {
-        let store = Store::open(&DbLocation::Sqlite(path.clone()), &StoreOptions::default()).await.expect("store");
+    async fn fill(&self, path: &Path) {
+        let store = Store::open(&DbLocation::Sqlite(path.to_path_buf()), &StoreOptions::default()).await.expect("store");
         for (text, vector) in self.texts.iter().zip(&self.vectors) {
             let memory = NewMemory::new(Corpus::scope(), text.clone()).with_kind("lesson");
             let vector = StoredVector { model: "synthetic-384".into(), embedding: vector.clone() };

@@ -61,7 +61,13 @@ fn options(batch_size: usize) -> PlanOptions {
     PlanOptions { max_candidates: 8, batch_size, batch_chars: 16_000, rules: JudgeRules::default() }
 }
 
-fn plan(mode: JudgeMode, memories: &BTreeMap<MemoryId, Memory>, neighbours: &HashMap<MemoryId, Vec<Neighbour>>, queue: &[i64], options: PlanOptions) -> PassPlan {
+fn plan(
+    mode: JudgeMode,
+    memories: &BTreeMap<MemoryId, Memory>,
+    neighbours: &HashMap<MemoryId, Vec<Neighbour>>,
+    queue: &[i64],
+    options: PlanOptions,
+) -> PassPlan {
     let queue: Vec<MemoryId> = queue.iter().map(|&n| id(n)).collect();
     plan_pass(&PassInput { mode, memories, neighbours, queue: &queue, options, batch_prefix: "run-pass1" })
 }
