@@ -213,7 +213,8 @@ impl Corpus {
     }
 
     async fn fill(&self, path: &Path) {
-        let store = Store::open(&DbLocation::Sqlite(path.to_path_buf()), &StoreOptions::default()).await.expect("store");
+        let store =
+            Store::open(&DbLocation::Sqlite(path.to_path_buf()), &StoreOptions::default()).await.expect("store");
         for (text, vector) in self.texts.iter().zip(&self.vectors) {
             let memory = NewMemory::new(Corpus::scope(), text.clone()).with_kind("lesson");
             let vector = StoredVector { model: "synthetic-384".into(), embedding: vector.clone() };

@@ -94,7 +94,8 @@ pub struct RunReport {
     /// Unverified memories the run did not get to (deferred past the last pass, or over
     /// `--limit`); the next run takes them.
     pub skipped: u64,
-    /// Unverified memories whose batch failed in this run and that are still unverified.
+    /// Unverified memories whose batch failed in this run and that are still unverified;
+    /// a run tries each memory's batch at most once, the next run retries.
     pub failed: u64,
     /// Memories left unverified and below the attempt limit: a later run retries them.
     pub retryable: u64,

@@ -214,9 +214,12 @@ impl Deduplicator {
                     memories.contains_key(&id).then_some(id).into_iter().collect()
                 }
                 Some(_) => Vec::new(),
+                // A memory whose batch failed in this run waits for the next run: a
+                // judge that is down must not use up every attempt in one go.
                 None => memories
                     .values()
                     .filter(|m| !m.dedup_verified && m.dedup_attempts < self.options.max_attempts)
+                    .filter(|m| !failed_ids.contains(&m.id))
                     .map(|m| m.id)
                     .collect(),
             };

@@ -122,9 +122,12 @@ backend_tests! {
                 dedup_llm::fake::FakeReply::text(serde_json::to_string(&answer).unwrap())
             }))
         };
-        let options = DedupOptions { max_passes: 1, in_flight: 1, ..DedupOptions::default() };
+        let options = DedupOptions { in_flight: 1, ..DedupOptions::default() };
         let first = run(&db, embedder.clone(), openai_judge(&server), options).await;
         assert!(first.failed > 0, "{first:#?}");
+        assert!(first.merged > 0, "the other batches went on: {first:#?}");
+        // A failed batch is not retried in the same run: one attempt each, no more.
+        assert!(db.live().await.iter().all(|m| m.dedup_attempts <= 1));
         assert!(first.errors.iter().any(|e| e.contains("no JSON object")), "{:?}", first.errors);
         let failed: Vec<_> = db.live().await.into_iter().filter(|m| m.dedup_attempts == 1).collect();
         assert!(!failed.is_empty());
