@@ -6,7 +6,7 @@ use crate::support::memdedup;
 
 #[test]
 fn help_works_for_every_command() {
-    let commands: [&[&str]; 12] = [
+    let commands: [&[&str]; 15] = [
         &[],
         &["playbook"],
         &["playbook", "dedup"],
@@ -19,6 +19,9 @@ fn help_works_for_every_command() {
         &["show"],
         &["stats"],
         &["reembed"],
+        &["dedup"],
+        &["merges"],
+        &["undo"],
     ];
     for command in commands {
         memdedup().args(command).arg("--help").assert().success().stdout(contains("Usage: memdedup")).stderr("");

@@ -18,7 +18,7 @@ pub const THRESHOLD_ENV_VAR: &str = "AGENTIC_CONTEXT_DEDUP_THRESHOLD";
 /// Variables that change the binary's behaviour or output and must not leak in from the
 /// shell running the tests. The model location variables are kept on purpose; tests that
 /// use a database pass `--db` explicitly.
-const CLEARED_ENV_VARS: [&str; 12] = [
+const CLEARED_ENV_VARS: [&str; 18] = [
     THRESHOLD_ENV_VAR,
     "MEMDEDUP_LOG",
     "MEMDEDUP_CONFIG",
@@ -31,6 +31,12 @@ const CLEARED_ENV_VARS: [&str; 12] = [
     "SUBCOG_DEDUP_TIME_WINDOW_SECS",
     "SUBCOG_DEDUP_CACHE_CAPACITY",
     "SUBCOG_DEDUP_REDIS_URL",
+    "MEMDEDUP_JUDGE",
+    "MEMDEDUP_JUDGE_URL",
+    "MEMDEDUP_JUDGE_MODEL",
+    "MEMDEDUP_JUDGE_API_KEY",
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
 ];
 
 /// The hint every model-related failure must carry.

@@ -46,8 +46,9 @@ pub struct DedupOptions {
     pub rules: JudgeRules,
     /// What a reply is held to.
     pub limits: ContractLimits,
-    /// Write nothing; report the merges that would be made (`--scan`). Only the first
-    /// pass runs.
+    /// Change no memory; report the merges that would be made (`--scan`). Only the first
+    /// pass runs. Memories without a vector still get one (stored, as any run stores it),
+    /// or they could be no one's candidate and the report would miss their groups.
     pub dry_run: bool,
     /// The run's id; a fresh one when `None`.
     pub run_id: Option<String>,
@@ -202,9 +203,7 @@ impl Deduplicator {
 
     async fn run_scope(&self, scope: &Scope, report: &mut RunReport, failed_ids: &mut HashSet<MemoryId>) -> Result<()> {
         let never = self.store.never_merge_pairs(scope).await?;
-        if !self.options.dry_run {
-            self.embed_missing(scope).await?;
-        }
+        self.embed_missing(scope).await?;
         let mut decided: HashSet<MemoryId> = HashSet::new();
         let max_passes = if self.options.dry_run { 1 } else { self.options.max_passes };
         for pass in 1..=max_passes {
@@ -289,13 +288,18 @@ impl Deduplicator {
             report.processed = decided.len() as u64;
             let verified_now = self.mark_verified(&memories, &plan.no_candidates).await?;
             pass_report.marked_verified += verified_now;
+            report.marked_verified += verified_now as u64;
 
             let successes = self
                 .judge_batches(scope, pass, mode, plan.batches, &memories, &never, report, &mut pass_report, failed_ids)
                 .await?;
-            let progressed = successes > 0 || verified_now > 0;
+            let deferred = !plan.deferred.is_empty();
             report.passes.push(pass_report);
-            if !progressed {
+            // A usable reply changes what the next pass asks; memories verified for want of
+            // verified candidates matter only to the memories deferred until they are. Any
+            // other pass would send the failed batches again, unchanged, and spend one more
+            // of their attempts in the same run.
+            if successes == 0 && !(verified_now > 0 && deferred) {
                 break;
             }
         }

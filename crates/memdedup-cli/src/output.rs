@@ -179,11 +179,12 @@ pub(crate) fn score(value: f32) -> f64 {
     (f64::from(value) * 10_000.0).round() / 10_000.0
 }
 
-/// `1 item`, `2 items`.
+/// `1 item`, `2 items`, `2 entries`, `2 passes`.
 pub(crate) fn plural(n: usize, noun: &str) -> String {
     match (n, noun.strip_suffix('y')) {
         (1, _) => format!("1 {noun}"),
         (_, Some(stem)) => format!("{n} {stem}ies"),
+        (_, None) if noun.ends_with('s') => format!("{n} {noun}es"),
         (_, None) => format!("{n} {noun}s"),
     }
 }

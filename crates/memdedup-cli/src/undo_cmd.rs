@@ -1,7 +1,7 @@
 //! `memdedup undo`: restore the rows a merge (or a run's merges) changed.
 
-use anyhow::{Context, Result};
-use memdedup::MergeId;
+use anyhow::{Context, Result, anyhow};
+use memdedup::{MergeFilter, MergeId, Store};
 
 use crate::UsageError;
 use crate::cli::GlobalArgs;
@@ -19,10 +19,22 @@ pub(crate) async fn run(global: &GlobalArgs, args: &UndoArgs) -> Result<()> {
     let store = open_store(global, &config).await?;
     let block = !args.allow_remerge;
     let result = match (&merge, &args.run) {
-        (Some(id), _) => {
-            store.undo_merge(*id, block).await.map(|r| vec![r]).with_context(|| format!("cannot undo merge {id}"))
-        }
-        (None, Some(run)) => store.undo_run(run, block).await.with_context(|| format!("cannot undo run {run}")),
+        (Some(id), _) => store.undo_merge(*id, block).await.map(|r| vec![r]).map_err(|error| {
+            // The store's refusals already read "cannot undo merge N: …" or "no merge with
+            // id N"; the same words again in front would only repeat them.
+            let named = error.to_string();
+            if named.contains(&format!("merge {id}")) || named.contains(&format!("merge with id {id}")) {
+                anyhow::Error::new(error)
+            } else {
+                anyhow::Error::new(error).context(format!("cannot undo merge {id}"))
+            }
+        }),
+        (None, Some(run)) => match store.undo_run(run, block).await.with_context(|| format!("cannot undo run {run}")) {
+            // A run with nothing left to undo is an error, as undoing an undone merge is: a
+            // script must not take a mistyped or repeated run id for success.
+            Ok(reports) if reports.is_empty() => Err(nothing_to_undo(&store, run).await),
+            other => other,
+        },
         (None, None) => Err(UsageError("give a merge id or --run RUN_ID".into()).into()),
     };
     store.close().await;
@@ -45,8 +57,21 @@ pub(crate) async fn run(global: &GlobalArgs, args: &UndoArgs) -> Result<()> {
             }
         ));
     }
-    if reports.is_empty() {
-        out.push_str("nothing to undo\n");
-    }
     emit(&out)
+}
+
+/// Why `undo --run RUN` found nothing to undo: the run's merges were all undone already,
+/// or the ledger has no merge of that run.
+async fn nothing_to_undo(store: &Store, run: &str) -> anyhow::Error {
+    let filter = MergeFilter { run_id: Some(run.to_owned()), include_undone: true, ..MergeFilter::default() };
+    match store.merges(&filter).await {
+        Ok(merges) if !merges.is_empty() => anyhow!(
+            "cannot undo run {run}: its {} undone already",
+            if merges.len() == 1 { "merge was".to_owned() } else { format!("{} merges were", merges.len()) }
+        ),
+        Ok(_) => {
+            anyhow!("cannot undo run {run}: the merge ledger has no merge of that run (see `memdedup merges --all`)")
+        }
+        Err(error) => anyhow::Error::new(error).context(format!("cannot undo run {run}: cannot read the merge ledger")),
+    }
 }

@@ -9,7 +9,7 @@ pub(crate) struct JudgeArgs {
     /// The judge's API: `openai` (any OpenAI-compatible /v1/chat/completions server:
     /// OpenAI, Ollama, vLLM, llama.cpp, LM Studio) or `anthropic` (/v1/messages). The key
     /// comes from $MEMDEDUP_JUDGE_API_KEY, else $OPENAI_API_KEY / $ANTHROPIC_API_KEY.
-    #[arg(long, value_name = "openai|anthropic")]
+    #[arg(long, value_name = "openai|anthropic", value_parser = ["openai", "anthropic"], ignore_case = true)]
     pub judge: Option<String>,
     /// The API base URL, e.g. http://127.0.0.1:11434/v1.
     #[arg(long, value_name = "URL")]
@@ -23,7 +23,7 @@ pub(crate) struct JudgeArgs {
 #[derive(Debug, Args)]
 pub(crate) struct DedupArgs {
     /// Show the groups the judge confirms, with survivor, text, confidence and reason;
-    /// write nothing (one pass).
+    /// change no memory (one pass; memories without a vector still get one).
     #[arg(long)]
     pub scan: bool,
     /// Decide at most N unverified memories.
