@@ -2,6 +2,7 @@
 
 mod bad_input;
 mod facts;
+mod facts_extract;
 mod help;
 mod memory;
 mod model_unavailable;
