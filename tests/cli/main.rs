@@ -3,6 +3,7 @@
 mod bad_input;
 mod dedup;
 mod facts;
+mod facts_extract;
 mod help;
 mod memory;
 mod model_unavailable;

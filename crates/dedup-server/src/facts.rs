@@ -1,4 +1,5 @@
-//! Seed 002's fact memory over HTTP: facts, the profile summaries, the prompt context.
+//! Seed 002's fact memory over HTTP: facts, the profile summaries, the prompt context
+//! (fact extraction is in `fact_extraction.rs`).
 
 use axum::Extension;
 use axum::extract::State;

@@ -9,20 +9,23 @@
 //!   another node is refused with 409), delete and edges complete it.
 //! - **Facts** (seed 002): facts about the user with casefolded dedup, a confidence
 //!   threshold and a size limit; profile summaries; the prompt context within a token
-//!   budget counted with the cl100k_base BPE.
+//!   budget counted with the cl100k_base BPE. `POST /v1/facts/extract` asks the chat
+//!   model configured with [`AppState::with_chat_model`] (`dedup-llm`) for the facts of
+//!   a conversation turn and stores the confident ones.
 //! - **Operations**: bearer tokens limited to namespaces, JSON errors with 4xx for client
 //!   mistakes, `/metrics` (Prometheus), `/healthz` (whether the embedder can embed, not
 //!   merely whether one is configured), `/v1/openapi.json`, request ids, and graceful
 //!   shutdown.
 //!
-//! **Architecture invariant:** sits above `dedup-embed` and `dedup-store` (and uses
-//! `dedup-precompact`'s metrics); nothing below depends on it.
+//! **Architecture invariant:** sits above `dedup-embed`, `dedup-store` and `dedup-llm`
+//! (and uses `dedup-precompact`'s metrics); nothing below depends on it.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 mod auth;
 mod config;
 mod error;
 mod extract;
+mod fact_extraction;
 mod facts;
 mod nodes;
 mod ops;
@@ -47,7 +50,7 @@ pub use state::{AppState, EMBEDDER_DOWN_FOR, EMBEDDER_OK_FOR, EMBEDDER_PROBE_TIM
         nodes::check_similar, nodes::create_node, nodes::list_nodes, nodes::get_node, nodes::update_node,
         nodes::delete_node, nodes::create_edge, nodes::node_edges,
         facts::create_fact, facts::list_facts, facts::update_fact, facts::delete_fact,
-        facts::get_profile, facts::put_profile, facts::context,
+        facts::get_profile, facts::put_profile, facts::context, fact_extraction::extract,
         ops::healthz, ops::metrics, ops::openapi,
     ),
     modifiers(&BearerAuth),

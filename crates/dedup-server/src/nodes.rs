@@ -484,9 +484,12 @@ pub(crate) async fn create_node(
     }
 }
 
-/// One node.
+/// One node. A node that a merge absorbed is 404 with `merged_into` naming the node
+/// that absorbed it (when that one is visible): `{"error": "node n_5 was merged into
+/// n_3", "code": "not_found", "merged_into": "n_3"}`.
 #[utoipa::path(get, path = "/v1/nodes/{id}", tag = "nodes", params(("id" = String, Path, description = "n_<number>")),
-    responses((status = 200, body = NodeView), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = NodeView),
+              (status = 404, body = ErrorBody, description = "no such node; `merged_into` is set when a merge absorbed it")))]
 pub(crate) async fn get_node(
     State(state): State<AppState>,
     Extension(principal): Extension<Principal>,
@@ -804,17 +807,25 @@ fn parse_node_id(text: &str) -> ApiResult<MemoryId> {
         .ok_or_else(|| ApiError::bad_request(format!("invalid node id {text:?}: expected n_<number>")))
 }
 
+/// The live node `id` of the server's domain that the token may see. Anything else is
+/// 404; for a node a merge absorbed, the 404 names the node that absorbed it (message and
+/// `merged_into`) when that node is in the domain and visible to the token too.
 async fn find_node(state: &AppState, principal: &Principal, id: &str) -> ApiResult<Memory> {
     let parsed = parse_node_id(id)?;
-    let memory = state
-        .store()
-        .get(parsed)
-        .await?
-        .filter(|m| !m.deprecated && m.scope.domain() == state.config().domain)
-        .ok_or_else(|| ApiError::not_found(format!("no node {id}")))?;
-    // A node outside the token's namespaces is reported like a missing one.
-    principal.allow(memory.scope.namespace_name()).map_err(|_| ApiError::not_found(format!("no node {id}")))?;
-    Ok(memory)
+    let not_found = || ApiError::not_found(format!("no node {id}"));
+    // A node outside the domain or the token's namespaces is reported like a missing one.
+    let visible =
+        |m: &Memory| m.scope.domain() == state.config().domain && principal.allow(m.scope.namespace_name()).is_ok();
+    let memory = state.store().get(parsed).await?.filter(|m| visible(m)).ok_or_else(not_found)?;
+    if !memory.deprecated {
+        return Ok(memory);
+    }
+    let Some(survivor) = memory.merged_into else { return Err(not_found()) };
+    match state.store().get(survivor).await?.filter(|m| visible(m)) {
+        Some(_) => Err(ApiError::not_found(format!("node {} was merged into {}", node_id(parsed), node_id(survivor)))
+            .with_merged_into(node_id(survivor))),
+        None => Err(not_found()),
+    }
 }
 
 async fn load_node(state: &AppState, id: MemoryId) -> ApiResult<NodeView> {

@@ -16,7 +16,7 @@ use tower_http::request_id::{MakeRequestId, PropagateRequestIdLayer, RequestId, 
 use tower_http::trace::TraceLayer;
 
 use crate::state::AppState;
-use crate::{Error, auth, facts, nodes, ops};
+use crate::{Error, auth, fact_extraction, facts, nodes, ops};
 
 /// The request-id header, set on every response (the request's own when it is
 /// acceptable: see [`MAX_REQUEST_ID_BYTES`]).
@@ -38,6 +38,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/nodes/{id}/edges", get(nodes::node_edges))
         .route("/v1/edges", post(nodes::create_edge))
         .route("/v1/facts", post(facts::create_fact).get(facts::list_facts))
+        .route("/v1/facts/extract", post(fact_extraction::extract))
         .route("/v1/facts/{id}", patch(facts::update_fact).delete(facts::delete_fact))
         .route("/v1/memory/profile", get(facts::get_profile).put(facts::put_profile))
         .route("/v1/memory/context", get(facts::context))

@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use dedup_core::Embedding;
 use dedup_embed::Embedder;
+use dedup_llm::ChatModel;
 use dedup_store::Store;
 use metrics_exporter_prometheus::PrometheusHandle;
 
@@ -19,11 +20,12 @@ pub const EMBEDDER_OK_FOR: Duration = Duration::from_secs(60);
 /// How long a failed embedding stands before `/healthz` tries again.
 pub const EMBEDDER_DOWN_FOR: Duration = Duration::from_secs(10);
 
-/// The server's shared state: the store, the embedder (if any), the configuration and
-/// the metrics handle. Cheap to clone.
+/// The server's shared state: the store, the embedder (if any), the chat model of fact
+/// extraction (if any), the configuration and the metrics handle. Cheap to clone.
 #[derive(Clone)]
 pub struct AppState {
     inner: Arc<Inner>,
+    chat: Option<Arc<dyn ChatModel>>,
 }
 
 struct Inner {
@@ -71,7 +73,20 @@ impl AppState {
                 probe: tokio::sync::Mutex::new(()),
                 node_edits: tokio::sync::Mutex::new(()),
             }),
+            chat: None,
         }
+    }
+
+    /// This state with `chat` as the model `POST /v1/facts/extract` asks; without one
+    /// that route answers 503 `not_configured`.
+    pub fn with_chat_model(mut self, chat: Arc<dyn ChatModel>) -> AppState {
+        self.chat = Some(chat);
+        self
+    }
+
+    /// The chat model of fact extraction, if one is configured.
+    pub fn chat_model(&self) -> Option<&Arc<dyn ChatModel>> {
+        self.chat.as_ref()
     }
 
     /// The store.

@@ -1,21 +1,28 @@
-//! `memdedup facts add|list|update|delete|context|profile`: the fact memory (seed 002).
+//! `memdedup facts add|list|update|delete|extract|context|profile`: the fact memory (seed
+//! 002).
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use memdedup::crates::core::{FactPolicy, FactView, MemoryProfile, default_token_counter, format_context};
+use memdedup::crates::core::{
+    ExtractedFact, FactPolicy, FactView, MemoryProfile, default_token_counter, format_context,
+};
+use memdedup::crates::llm::{ConversationTurn, TokenUsage, extract_facts};
 use memdedup::crates::store::{Fact, FactOutcome, FactUpdate, NewFact};
-use memdedup::{Scope, Store};
-use serde_json::json;
+use memdedup::{JudgeOverrides, Scope, Store};
+use serde_json::{Value, json};
 
 use crate::UsageError;
 use crate::cli::GlobalArgs;
 use crate::cli::facts::{
-    FactsAddArgs, FactsCommand, FactsContextArgs, FactsDeleteArgs, FactsListArgs, FactsProfileArgs, FactsUpdateArgs,
+    FactsAddArgs, FactsCommand, FactsContextArgs, FactsDeleteArgs, FactsExtractArgs, FactsListArgs, FactsProfileArgs,
+    FactsUpdateArgs,
 };
-use crate::input::{read_text, without_bom};
+use crate::input::{display_name, read_text, without_bom};
 use crate::open::{config_file, open_store, scope as parse_scope};
-use crate::output::{emit, snippet};
+use crate::output::{emit, plural, snippet};
+use crate::transcript::{parse_transcript, parse_turn_json};
 
 /// Runs one `facts` subcommand.
 pub(crate) async fn run(global: &GlobalArgs, command: &FactsCommand) -> Result<()> {
@@ -26,6 +33,8 @@ pub(crate) async fn run(global: &GlobalArgs, command: &FactsCommand) -> Result<(
         | FactsCommand::Context(FactsContextArgs { scope: args, .. })
         | FactsCommand::Profile(FactsProfileArgs { scope: args, .. }) => parse_scope(args)?,
         FactsCommand::Update(_) | FactsCommand::Delete(_) => Scope::default(),
+        // Opens the store only to store (not on a dry run).
+        FactsCommand::Extract(args) => return extract(global, parse_scope(&args.scope)?, args).await,
     };
     let config = config_file(global)?;
     let store = open_store(global, &config).await?;
@@ -36,6 +45,7 @@ pub(crate) async fn run(global: &GlobalArgs, command: &FactsCommand) -> Result<(
         FactsCommand::Delete(args) => delete(&store, args).await,
         FactsCommand::Context(args) => context(&store, &scope, args).await,
         FactsCommand::Profile(args) => profile(&store, &scope, args).await,
+        FactsCommand::Extract(_) => Ok(()), // returned above
     };
     store.close().await;
     result
@@ -156,4 +166,177 @@ async fn profile(store: &Store, scope: &Scope, args: &FactsProfileArgs) -> Resul
 /// an encoding marker, not text).
 fn text_arg(text: &str) -> Result<String> {
     if text == "-" { read_text(Path::new("-")).map(|t| without_bom(&t).to_owned()) } else { Ok(text.to_owned()) }
+}
+
+/// One extracted fact and what storing it did.
+struct Extracted {
+    /// 1-based turn number.
+    turn: usize,
+    fact: ExtractedFact,
+    /// `None` on a dry run.
+    outcome: Option<FactOutcome>,
+}
+
+async fn extract(global: &GlobalArgs, scope: Scope, args: &FactsExtractArgs) -> Result<()> {
+    let policy =
+        FactPolicy::new(args.policy.min_confidence, args.policy.max_facts).map_err(|e| UsageError(e.to_string()))?;
+    let turns = read_turns(args)?;
+    let config = config_file(global)?;
+    let overrides = JudgeOverrides {
+        kind: args.judge.judge.clone(),
+        base_url: args.judge.judge_url.clone(),
+        model: args.judge.judge_model.clone(),
+    };
+    let model = config.judge_settings(&overrides)?.chat_model()?;
+
+    // Every turn is extracted before anything is stored: one unusable reply stores nothing.
+    let mut kept = Vec::new();
+    let mut skipped: Vec<ExtractedFact> = Vec::new();
+    let mut usage = TokenUsage::default();
+    let mut calls = 0;
+    for (index, turn) in turns.iter().enumerate() {
+        let extraction = extract_facts(model.as_ref(), turn, policy.confidence_threshold).await.with_context(|| {
+            format!("fact extraction failed on turn {} of {}; nothing was stored", index + 1, turns.len())
+        })?;
+        if !turn.user.trim().is_empty() || !turn.assistant.trim().is_empty() {
+            calls += 1;
+        }
+        usage.input_tokens = usage.input_tokens.saturating_add(extraction.usage.input_tokens);
+        usage.output_tokens = usage.output_tokens.saturating_add(extraction.usage.output_tokens);
+        kept.extend(extraction.kept.into_iter().map(|fact| (index + 1, fact)));
+        skipped.extend(extraction.skipped_low_confidence);
+    }
+
+    let mut facts = Vec::with_capacity(kept.len());
+    if args.dry_run {
+        facts.extend(kept.into_iter().map(|(turn, fact)| Extracted { turn, fact, outcome: None }));
+    } else {
+        let store = open_store(global, &config).await?;
+        let mut stored = Ok(());
+        for (turn, fact) in kept {
+            let mut new = NewFact::new(scope.clone(), &fact.content, fact.category, fact.confidence);
+            if let Some(source) = &args.source {
+                new = new.with_source(source);
+            }
+            match store.add_fact(new, &policy).await {
+                Ok(outcome) => facts.push(Extracted { turn, fact, outcome: Some(outcome) }),
+                Err(error) => {
+                    stored = Err(error);
+                    break;
+                }
+            }
+        }
+        store.close().await;
+        stored?;
+    }
+    let mut categories: BTreeMap<&str, usize> = BTreeMap::new();
+    for fact in &skipped {
+        *categories.entry(fact.category.as_str()).or_default() += 1;
+    }
+    tracing::info!(
+        %scope,
+        dry_run = args.dry_run,
+        turns = turns.len(),
+        kept = facts.len(),
+        skipped_low_confidence = skipped.len(),
+        input_tokens = usage.input_tokens,
+        output_tokens = usage.output_tokens,
+        "extracted facts"
+    );
+    if args.json {
+        let value = json!({
+            "dry_run": args.dry_run,
+            "scope": scope,
+            "turns": turns.len(),
+            "llm_calls": calls,
+            "facts": facts.iter().map(extracted_json).collect::<Vec<_>>(),
+            "skipped_low_confidence": {"count": skipped.len(), "categories": categories},
+            "usage": usage,
+        });
+        return emit(&format!("{value}\n"));
+    }
+    let mut out = String::new();
+    for extracted in &facts {
+        out.push_str(&extracted_text(extracted, &scope));
+    }
+    if !skipped.is_empty() {
+        let counts: Vec<String> = categories.iter().map(|(category, n)| format!("{category} {n}")).collect();
+        out.push_str(&format!(
+            "skipped {} below the confidence threshold {:.2} (not stored): {}\n",
+            plural(skipped.len(), "low-confidence fact"),
+            policy.confidence_threshold,
+            counts.join(", ")
+        ));
+    }
+    if facts.is_empty() && skipped.is_empty() {
+        out.push_str("no facts extracted\n");
+    }
+    out.push_str(&format!(
+        "{}, {}, {} input + {} output tokens{}\n",
+        plural(turns.len(), "turn"),
+        plural(calls, "LLM call"),
+        usage.input_tokens,
+        usage.output_tokens,
+        if args.dry_run { "; dry run: nothing stored" } else { "" }
+    ));
+    emit(&out)
+}
+
+/// The turns of the input: one JSON turn, or the turns of a transcript.
+fn read_turns(args: &FactsExtractArgs) -> Result<Vec<ConversationTurn>> {
+    match (&args.transcript, &args.turn) {
+        (Some(path), _) => parse_transcript(&read_text(path)?, &display_name(path)),
+        (None, Some(path)) => Ok(vec![parse_turn_json(&read_text(path)?, &display_name(path))?]),
+        (None, None) => Err(UsageError("give a turn file (or `-`) or --transcript FILE".to_owned()).into()),
+    }
+}
+
+/// `added fact_1234abcd (preference, 0.90): content`, and what else happened.
+fn extracted_text(extracted: &Extracted, scope: &Scope) -> String {
+    let fact = &extracted.fact;
+    let about = format!("({}, {:.2}): {}", fact.category, fact.confidence, snippet(&fact.content, 200));
+    match &extracted.outcome {
+        None => format!("extracted {about}\n"),
+        Some(FactOutcome::Added { fact: added, evicted }) => {
+            let mut out = format!("added {} {about}\n", added.id);
+            for old in evicted {
+                out.push_str(&format!(
+                    "evicted {} (confidence {:.2}) to stay within the fact limit\n",
+                    old.id, old.confidence
+                ));
+            }
+            out
+        }
+        Some(FactOutcome::Duplicate { existing }) => format!("duplicate of {} {about}\n", existing.id),
+        Some(FactOutcome::Outranked { lowest_kept, max_facts, .. }) => format!(
+            "skipped {about}\n  {scope} holds {max_facts} facts, and keeping this one would evict one of confidence \
+             {lowest_kept:.2}\n"
+        ),
+        Some(other) => format!("skipped {about}\n  {}", outcome_text(other, scope)),
+    }
+}
+
+/// One fact of `facts extract --json`.
+fn extracted_json(extracted: &Extracted) -> Value {
+    let fact = &extracted.fact;
+    let mut value = json!({
+        "turn": extracted.turn,
+        "content": fact.content,
+        "category": fact.category,
+        "confidence": fact.confidence,
+    });
+    let (outcome, extra) = match &extracted.outcome {
+        None => ("extracted", json!({})),
+        Some(FactOutcome::Added { fact, evicted }) => {
+            ("added", json!({"id": fact.id, "evicted": evicted.iter().map(|f| &f.id).collect::<Vec<_>>()}))
+        }
+        Some(FactOutcome::Duplicate { existing }) => ("duplicate", json!({"duplicate_of": existing.id})),
+        Some(FactOutcome::Outranked { .. }) => ("outranked", json!({})),
+        Some(_) => ("skipped", json!({})),
+    };
+    value["outcome"] = json!(outcome);
+    if let (Value::Object(target), Value::Object(extra)) = (&mut value, extra) {
+        target.extend(extra);
+    }
+    value
 }

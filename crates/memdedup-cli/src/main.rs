@@ -21,6 +21,7 @@ mod reembed_cmd;
 mod scan_cmd;
 mod serve_cmd;
 mod similarity_cmd;
+mod transcript;
 mod undo_cmd;
 mod verdict;
 

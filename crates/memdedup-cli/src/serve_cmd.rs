@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use dedup_server::{AppState, ServerConfig};
-use memdedup::{ConfigFile, Embedder, EmbedderSettings};
+use memdedup::crates::llm::ChatModel;
+use memdedup::{ConfigFile, Embedder, EmbedderSettings, JudgeOverrides};
 
 use crate::UsageError;
 use crate::cli::{GlobalArgs, ServeArgs};
@@ -34,9 +35,13 @@ pub(crate) async fn run(global: &GlobalArgs, args: &ServeArgs) -> Result<()> {
     // Concurrent requests are embedded together: one call per batch, not per request.
     let embedder = embedder(global, &config, settings)?
         .map(|embedder| Arc::new(memdedup::BatchingEmbedder::new(embedder, BATCH)) as Arc<dyn Embedder>);
+    let chat = chat_model(global, &config)?;
     let store = open_store(global, &config).await?;
     let metrics = dedup_server::install_prometheus();
-    let state = AppState::new(store, embedder, server, metrics);
+    let mut state = AppState::new(store, embedder, server, metrics);
+    if let Some(chat) = chat {
+        state = state.with_chat_model(chat);
+    }
     let listener = dedup_server::bind(&state).await?;
     let local: SocketAddr = listener.local_addr().context("the listening socket has no address")?;
     if state.embedder().is_some() {
@@ -104,6 +109,29 @@ fn embedder(global: &GlobalArgs, config: &ConfigFile, settings: EmbedderSettings
         other => {
             Err(UsageError(format!("{}: embedder {other:?} is not supported by this build", config.origin_name()))
                 .into())
+        }
+    }
+}
+
+/// The chat model of `POST /v1/facts/extract`: the judge of `[judge]` and
+/// `MEMDEDUP_JUDGE*`, when one is chosen; without one the route answers 503. A judge
+/// that is chosen but misconfigured (an unknown kind, a prompt file that is missing) is
+/// a usage error; one that cannot be made (an anthropic judge without a key) is warned
+/// about, and the server serves without it.
+fn chat_model(global: &GlobalArgs, config: &ConfigFile) -> Result<Option<Arc<dyn ChatModel>>> {
+    let chosen = config.judge_settings_if_chosen(&JudgeOverrides::default()).map_err(|e| UsageError(e.to_string()))?;
+    let Some(settings) = chosen else {
+        tracing::info!("no judge is configured: POST /v1/facts/extract answers 503");
+        return Ok(None);
+    };
+    match settings.chat_model() {
+        Ok(chat) => {
+            tracing::info!(provider = chat.provider(), model = chat.model(), "fact extraction is on");
+            Ok(Some(chat))
+        }
+        Err(error) => {
+            warn(global, &format!("fact extraction is off: {error}"));
+            Ok(None)
         }
     }
 }

@@ -180,6 +180,24 @@ impl ConfigFile {
         self.judge_settings_with_env(overrides, |name| std::env::var(name).ok())
     }
 
+    /// The judge when one is chosen anywhere (flags, `MEMDEDUP_JUDGE`, `judge.kind`),
+    /// `None` when none is: for services that work without one (`memdedup serve`, whose
+    /// fact extraction needs it). A judge that is chosen but misconfigured is an error.
+    pub fn judge_settings_if_chosen(&self, overrides: &JudgeOverrides) -> Result<Option<JudgeSettings>> {
+        self.judge_settings_if_chosen_with_env(overrides, |name| std::env::var(name).ok())
+    }
+
+    pub(crate) fn judge_settings_if_chosen_with_env(
+        &self,
+        overrides: &JudgeOverrides,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Option<JudgeSettings>> {
+        let chosen = overrides.kind.is_some()
+            || env(JUDGE_ENV_VAR).is_some_and(|v| !v.trim().is_empty())
+            || self.judge_string("kind")?.is_some();
+        if chosen { self.judge_settings_with_env(overrides, env).map(Some) } else { Ok(None) }
+    }
+
     pub(crate) fn judge_settings_with_env(
         &self,
         overrides: &JudgeOverrides,
@@ -394,6 +412,23 @@ mod tests {
     fn no_judge_anywhere_is_an_error_naming_the_flag() {
         let err = parse("").unwrap().judge_settings_with_env(&JudgeOverrides::default(), no_env).unwrap_err();
         assert!(err.to_string().contains("--judge openai|anthropic"), "{err}");
+    }
+
+    #[test]
+    fn a_judge_chosen_nowhere_is_none_not_an_error() {
+        let none = parse("").unwrap().judge_settings_if_chosen_with_env(&JudgeOverrides::default(), no_env).unwrap();
+        assert!(none.is_none());
+        let env = |name: &str| (name == JUDGE_ENV_VAR).then(|| "anthropic".to_owned());
+        let chosen = parse("").unwrap().judge_settings_if_chosen_with_env(&JudgeOverrides::default(), env).unwrap();
+        assert_eq!(chosen.map(|s| s.kind), Some(JudgeKind::Anthropic));
+        let file = parse("[judge]\nkind = \"openai\"\n").unwrap();
+        let chosen = file.judge_settings_if_chosen_with_env(&JudgeOverrides::default(), no_env).unwrap();
+        assert_eq!(chosen.map(|s| s.kind), Some(JudgeKind::OpenAi));
+        let bad = parse("").unwrap().judge_settings_if_chosen_with_env(
+            &JudgeOverrides { kind: Some("gemini".into()), ..JudgeOverrides::default() },
+            no_env,
+        );
+        assert!(bad.unwrap_err().to_string().contains("\"gemini\""));
     }
 
     #[test]

@@ -57,6 +57,7 @@ fn protected() -> Vec<(Method, &'static str, Option<Value>)> {
         (Method::POST, "/v1/edges", Some(json!({"source_id": "n_1", "target_id": "n_2"}))),
         (Method::POST, "/v1/facts", Some(json!({"content": "x", "category": "goal", "confidence": 0.9}))),
         (Method::GET, "/v1/facts", None),
+        (Method::POST, "/v1/facts/extract", Some(json!({"user": "I use tabs", "assistant": "Noted"}))),
         (Method::DELETE, "/v1/facts/fact_00000000", None),
         (Method::GET, "/v1/memory/profile", None),
         (Method::GET, "/v1/memory/context", None),

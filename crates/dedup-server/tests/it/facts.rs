@@ -1,6 +1,5 @@
-//! Seed 002's fact memory over HTTP, one test per scenario (the LLM extraction of
-//! "Extract facts from conversation turn" is not part of the service: callers post the
-//! facts they extracted).
+//! Seed 002's fact memory over HTTP, one test per scenario (the extraction scenarios,
+//! `POST /v1/facts/extract`, are in fact_extraction.rs).
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};

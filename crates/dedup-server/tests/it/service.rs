@@ -67,6 +67,7 @@ fn routes() -> BTreeMap<&'static str, Vec<&'static str>> {
         ("/metrics", vec!["get"]),
         ("/v1/edges", vec!["post"]),
         ("/v1/facts", vec!["get", "post"]),
+        ("/v1/facts/extract", vec!["post"]),
         ("/v1/facts/{id}", vec!["delete", "patch"]),
         ("/v1/memory/context", vec!["get"]),
         ("/v1/memory/profile", vec!["get", "put"]),

@@ -11,6 +11,7 @@ use anyhow::{Context, bail, ensure};
 use async_trait::async_trait;
 use dedup_core::Embedding;
 use dedup_embed::{Embedder, LocalEmbedder, ModelDir};
+use dedup_llm::ChatModel;
 use dedup_server::{AppState, ServerConfig, node_text};
 use dedup_store::{DbLocation, Store, StoreOptions};
 use reqwest::{Method, RequestBuilder, StatusCode};
@@ -129,6 +130,7 @@ fn unique_name(prefix: &str) -> String {
 pub struct ServerBuilder {
     backend: Backend,
     embedder: Option<Arc<dyn Embedder>>,
+    chat: Option<Arc<dyn ChatModel>>,
     config: ServerConfig,
     db: Option<TestDb>,
     shared: Option<DbLocation>,
@@ -147,6 +149,12 @@ impl ServerBuilder {
 
     pub fn no_embedder(mut self) -> ServerBuilder {
         self.embedder = None;
+        self
+    }
+
+    /// The chat model of `POST /v1/facts/extract` (none by default).
+    pub fn chat_model(mut self, chat: Arc<dyn ChatModel>) -> ServerBuilder {
+        self.chat = Some(chat);
         self
     }
 
@@ -183,7 +191,10 @@ impl ServerBuilder {
         };
         let metrics = dedup_server::install_prometheus();
         ensure!(metrics.is_some(), "the Prometheus recorder could not be installed");
-        let state = AppState::new(store, self.embedder, self.config, metrics);
+        let mut state = AppState::new(store, self.embedder, self.config, metrics);
+        if let Some(chat) = self.chat {
+            state = state.with_chat_model(chat);
+        }
         let listener = dedup_server::bind(&state).await?;
         let addr = listener.local_addr()?;
         let (stop, stopped) = oneshot::channel::<()>();
@@ -208,7 +219,7 @@ impl TestServer {
     /// A server on SQLite with the seed's defaults and no embedder until one is given.
     pub fn builder() -> ServerBuilder {
         let config = ServerConfig { addr: ([127, 0, 0, 1], 0).into(), ..ServerConfig::default() };
-        ServerBuilder { backend: Backend::Sqlite, embedder: None, config, db: None, shared: None }
+        ServerBuilder { backend: Backend::Sqlite, embedder: None, chat: None, config, db: None, shared: None }
     }
 
     /// A SQLite server with the seed's defaults and `embedder`.

@@ -6,6 +6,7 @@ use clap::{Args, Subcommand};
 use memdedup::crates::core::{DEFAULT_CONFIDENCE_THRESHOLD, DEFAULT_MAX_FACTS, DEFAULT_MAX_TOKENS, FactCategory};
 
 use super::ScopeArgs;
+use super::dedup::JudgeArgs;
 
 /// The `facts` subcommands.
 #[derive(Debug, Subcommand)]
@@ -26,6 +27,16 @@ pub(crate) enum FactsCommand {
     /// budget (cl100k_base tokens): lowest-confidence facts are dropped first, then the
     /// text is cut and ends with "\n...".
     Context(FactsContextArgs),
+    /// Ask the judge's LLM for the facts of a conversation and store the confident ones.
+    ///
+    /// Input: a JSON turn {"user": …, "assistant": …} (a file, or `-` for stdin), or a
+    /// plain-text --transcript. Facts at or above --min-confidence are stored as `facts
+    /// add` stores them (duplicates ignoring case are skipped; a full scope drops its
+    /// lowest-confidence fact); the rest are counted, by category, and not stored. A model
+    /// reply that is not the expected JSON, or holds an invalid fact, fails (exit 1) and
+    /// stores nothing. The LLM is the judge of `memdedup dedup`: --judge flags, then
+    /// MEMDEDUP_JUDGE*, then `[judge]` of memdedup.toml.
+    Extract(FactsExtractArgs),
     /// Print the profile summaries of a scope as JSON, or replace them with --set.
     ///
     /// The JSON has DeerFlow's memory.json shape: {"user": {"workContext": {"summary":
@@ -65,6 +76,33 @@ pub(crate) struct PolicyArgs {
     /// The most facts the scope keeps.
     #[arg(long, value_parser = parse_max_facts, default_value_t = DEFAULT_MAX_FACTS)]
     pub max_facts: usize,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct FactsExtractArgs {
+    /// A JSON file {"user": "…", "assistant": "…"} (`-` reads stdin).
+    #[arg(value_name = "TURN", required_unless_present = "transcript", conflicts_with = "transcript")]
+    pub turn: Option<PathBuf>,
+    /// A plain-text transcript (`-` reads stdin): a line starting `user:` or `assistant:`
+    /// (any case) starts a message, other lines continue the one before; each user
+    /// message with the assistant's reply after it is one turn, one LLM call.
+    #[arg(long, value_name = "FILE")]
+    pub transcript: Option<PathBuf>,
+    #[command(flatten)]
+    pub scope: ScopeArgs,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    /// Where the facts came from (a thread or message id), stored with each.
+    #[arg(long)]
+    pub source: Option<String>,
+    /// Extract and print the facts; store nothing (no database is opened).
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print the outcome as one JSON object.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub judge: JudgeArgs,
 }
 
 #[derive(Debug, Args)]
