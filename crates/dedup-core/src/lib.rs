@@ -23,6 +23,7 @@
 //! hand-made vectors.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
+mod api_error;
 mod content_hash;
 mod embedding;
 mod error;
@@ -37,6 +38,7 @@ mod retry;
 mod specifics;
 mod threshold;
 
+pub use api_error::{MAX_API_ERROR_TEXT, api_error_message, error_chain, truncate_error_text};
 pub use content_hash::{ContentHash, normalize_content};
 pub use embedding::Embedding;
 pub use error::{Error, Result};

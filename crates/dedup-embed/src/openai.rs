@@ -12,15 +12,12 @@ use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
-use dedup_core::{Embedding, RetryPolicy, parse_retry_after};
+use dedup_core::{Embedding, RetryPolicy, api_error_message, error_chain, parse_retry_after};
 use reqwest::header::{HeaderMap, RETRY_AFTER};
 use reqwest::{StatusCode, Url};
 use serde::{Deserialize, Serialize};
 
 use crate::{Embedder, Error, Result};
-
-/// Longest server error text (in bytes) kept in an error message.
-const MAX_ERROR_TEXT: usize = 500;
 
 /// The text sent by [`OpenAiEmbedder::connect`] to learn the model's dimensions.
 const PROBE_TEXT: &str = "memdedup dimension probe";
@@ -269,7 +266,7 @@ impl OpenAiEmbedder {
         if status.is_success() {
             return Ok(body.to_vec());
         }
-        let message = error_message(&body, status);
+        let message = api_error_message(&body, status.canonical_reason());
         if status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error() {
             Err(Attempt::Retryable(RetryableFailure { description: format!("HTTP {status}: {message}"), retry_after }))
         } else if status.is_client_error() {
@@ -351,20 +348,6 @@ struct EmbeddingItem {
     embedding: Vec<f32>,
 }
 
-/// An OpenAI-style error body: `{"error": {"message": ...}}`, or `{"error": "..."}` as
-/// some compatible servers send.
-#[derive(Deserialize)]
-struct ErrorBody {
-    error: ErrorDetail,
-}
-
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum ErrorDetail {
-    Object { message: String },
-    Text(String),
-}
-
 /// How one attempt failed.
 enum Attempt {
     /// Do not retry; return this error.
@@ -428,48 +411,6 @@ fn order_by_index(items: Vec<EmbeddingItem>, count: usize) -> Result<Vec<Vec<f32
 /// date; see [`parse_retry_after`].
 fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     parse_retry_after(headers.get(RETRY_AFTER)?.to_str().ok()?, SystemTime::now())
-}
-
-/// The server's error message: `error.message` from an OpenAI-style body, else the raw
-/// body (truncated), else the status's reason phrase.
-fn error_message(body: &[u8], status: StatusCode) -> String {
-    if let Ok(parsed) = serde_json::from_slice::<ErrorBody>(body) {
-        let message = match parsed.error {
-            ErrorDetail::Object { message } | ErrorDetail::Text(message) => message,
-        };
-        return truncate(message.trim());
-    }
-    let text = String::from_utf8_lossy(body);
-    let text = text.trim();
-    if text.is_empty() { status.canonical_reason().unwrap_or("empty response body").to_owned() } else { truncate(text) }
-}
-
-/// `text` cut to at most [`MAX_ERROR_TEXT`] bytes on a character boundary, with `…` when
-/// cut.
-fn truncate(text: &str) -> String {
-    if text.len() <= MAX_ERROR_TEXT {
-        return text.to_owned();
-    }
-    let mut end = MAX_ERROR_TEXT;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
-}
-
-/// `error` and its sources, joined by `: ` (reqwest's own message alone says little).
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.ends_with(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 /// `url` with any password replaced by `***`; unparsable input is returned unchanged.

@@ -3,15 +3,11 @@
 
 use std::time::{Duration, SystemTime};
 
-use dedup_core::{RetryPolicy, parse_retry_after};
+use dedup_core::{RetryPolicy, api_error_message, error_chain, parse_retry_after};
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue, RETRY_AFTER};
 use reqwest::{StatusCode, Url};
-use serde::Deserialize;
 
 use crate::{Error, Result};
-
-/// Longest server error text (in bytes) kept in an error message.
-const MAX_ERROR_TEXT: usize = 500;
 
 /// What replaces a secret in text that leaves the client.
 pub(crate) const REDACTED: &str = "<redacted>";
@@ -140,7 +136,7 @@ impl Transport {
         if status.is_success() {
             return Ok(body.to_vec());
         }
-        let message = self.scrub(error_message(&body, status));
+        let message = self.scrub(api_error_message(&body, status.canonical_reason()));
         if retryable {
             Err(Attempt::Retryable(RetryableFailure { description: format!("HTTP {status}: {message}"), retry_after }))
         } else if status.is_client_error() {
@@ -224,62 +220,6 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     parse_retry_after(headers.get(RETRY_AFTER)?.to_str().ok()?, SystemTime::now())
 }
 
-/// An error body of either provider: `{"error": {"message": ...}}` (OpenAI, and Anthropic
-/// inside `{"type": "error", ...}`), or `{"error": "..."}` as some compatible servers send.
-#[derive(Deserialize)]
-struct ErrorBody {
-    error: ErrorDetail,
-}
-
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum ErrorDetail {
-    Object { message: String },
-    Text(String),
-}
-
-/// The server's error message: `error.message` from a JSON error body, else the raw body
-/// (truncated), else the status's reason phrase.
-fn error_message(body: &[u8], status: StatusCode) -> String {
-    if let Ok(parsed) = serde_json::from_slice::<ErrorBody>(body) {
-        let message = match parsed.error {
-            ErrorDetail::Object { message } | ErrorDetail::Text(message) => message,
-        };
-        return truncate(message.trim());
-    }
-    let text = String::from_utf8_lossy(body);
-    let text = text.trim();
-    if text.is_empty() { status.canonical_reason().unwrap_or("empty response body").to_owned() } else { truncate(text) }
-}
-
-/// `text` cut to at most [`MAX_ERROR_TEXT`] bytes on a character boundary, with `…` when
-/// cut.
-fn truncate(text: &str) -> String {
-    if text.len() <= MAX_ERROR_TEXT {
-        return text.to_owned();
-    }
-    let mut end = MAX_ERROR_TEXT;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
-}
-
-/// `error` and its sources, joined by `: ` (reqwest's own message alone says little).
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.ends_with(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
-}
-
 /// `url` as logs, errors and `Debug` show it: any password replaced by `***`, and the API
 /// key `secret`, should someone have put it in the URL, by [`REDACTED`].
 pub(crate) fn shown_url(url: &str, secret: Option<&str>) -> String {
@@ -318,19 +258,6 @@ mod tests {
         }
         let shown = endpoint("ftp://user:hunter2@h/v1/sk-1", "messages", Some("sk-1")).unwrap_err().to_string();
         assert!(!shown.contains("hunter2") && !shown.contains("sk-1"), "{shown}");
-    }
-
-    #[test]
-    fn error_messages_of_both_providers() {
-        let openai = br#"{"error": {"message": "Invalid model", "type": "invalid_request_error"}}"#;
-        assert_eq!(error_message(openai, StatusCode::BAD_REQUEST), "Invalid model");
-        let anthropic = br#"{"type": "error", "error": {"type": "invalid_request_error", "message": "bad"}}"#;
-        assert_eq!(error_message(anthropic, StatusCode::BAD_REQUEST), "bad");
-        assert_eq!(error_message(br#"{"error": "plain"}"#, StatusCode::BAD_REQUEST), "plain");
-        assert_eq!(error_message(b"", StatusCode::NOT_FOUND), "Not Found");
-        let long = "é".repeat(600);
-        let cut = error_message(long.as_bytes(), StatusCode::BAD_REQUEST);
-        assert!(cut.len() <= MAX_ERROR_TEXT + '…'.len_utf8() && cut.ends_with('…'), "{}", cut.len());
     }
 
     #[test]
