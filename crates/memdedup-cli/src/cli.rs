@@ -228,7 +228,7 @@ pub(crate) struct PlaybookDedupArgs {
     /// The playbook JSON file.
     pub file: PathBuf,
     /// Cosine threshold in [0, 1] (default: $AGENTIC_CONTEXT_DEDUP_THRESHOLD, else 0.85).
-    #[arg(long, value_parser = parse_threshold)]
+    #[arg(long, value_parser = parse_unit)]
     pub threshold: Option<f64>,
     /// Write the deduplicated playbook here (a regular file atomically, through a
     /// symlink to its target; a pipe or device directly).
@@ -254,7 +254,7 @@ pub(crate) struct ScanArgs {
     /// (string or number) and `text`; `namespace` is optional; other fields are ignored.
     pub file: PathBuf,
     /// Cosine threshold in [0, 1].
-    #[arg(long, value_parser = parse_threshold, default_value = "0.85")]
+    #[arg(long, value_parser = parse_unit, default_value = "0.85")]
     pub threshold: f64,
     /// Print one JSON object on stdout (shape documented in docs/CLI.md).
     #[arg(long)]
@@ -275,11 +275,16 @@ pub(crate) struct SimilarityArgs {
     pub json: bool,
 }
 
-/// A threshold must be a finite number in [0, 1].
-fn parse_threshold(raw: &str) -> Result<f64, String> {
+/// A finite number in [0, 1] (thresholds, confidences).
+pub(crate) fn parse_unit(raw: &str) -> Result<f64, String> {
+    parse_between(raw, 0.0, 1.0)
+}
+
+/// A finite number in [`low`, `high`].
+pub(crate) fn parse_between(raw: &str, low: f64, high: f64) -> Result<f64, String> {
     let value: f64 = raw.trim().parse().map_err(|_| format!("`{raw}` is not a number"))?;
-    if !(0.0..=1.0).contains(&value) {
-        return Err(format!("{raw} is outside [0, 1]"));
+    if !(low..=high).contains(&value) {
+        return Err(format!("{raw} is outside [{low}, {high}]"));
     }
     Ok(value)
 }
@@ -297,10 +302,10 @@ mod tests {
 
     #[test]
     fn thresholds_are_validated() {
-        assert_eq!(parse_threshold("0.9"), Ok(0.9));
-        assert!(parse_threshold("1.5").unwrap_err().contains("outside [0, 1]"));
-        assert!(parse_threshold("NaN").is_err());
-        assert!(parse_threshold("high").unwrap_err().contains("not a number"));
+        assert_eq!(parse_unit("0.9"), Ok(0.9));
+        assert!(parse_unit("1.5").unwrap_err().contains("outside [0, 1]"));
+        assert!(parse_unit("NaN").is_err());
+        assert!(parse_unit("high").unwrap_err().contains("not a number"));
     }
 }
 

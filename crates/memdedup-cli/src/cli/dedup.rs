@@ -2,6 +2,8 @@
 
 use clap::Args;
 
+use super::{parse_between, parse_unit};
+
 /// Which judge to ask; each flag wins over `MEMDEDUP_JUDGE*` and `[judge]` in
 /// memdedup.toml.
 #[derive(Debug, Args)]
@@ -115,18 +117,5 @@ pub(crate) struct UndoArgs {
 
 /// A similarity floor: a finite number in [-1, 1].
 fn parse_similarity(raw: &str) -> Result<f32, String> {
-    let value: f32 = raw.trim().parse().map_err(|_| format!("`{raw}` is not a number"))?;
-    if !(-1.0..=1.0).contains(&value) {
-        return Err(format!("{raw} is outside [-1, 1]"));
-    }
-    Ok(value)
-}
-
-/// A confidence: a finite number in [0, 1].
-fn parse_unit(raw: &str) -> Result<f64, String> {
-    let value: f64 = raw.trim().parse().map_err(|_| format!("`{raw}` is not a number"))?;
-    if !(0.0..=1.0).contains(&value) {
-        return Err(format!("{raw} is outside [0, 1]"));
-    }
-    Ok(value)
+    parse_between(raw, -1.0, 1.0).map(|value| value as f32)
 }

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 use memdedup::crates::core::{DEFAULT_CONFIDENCE_THRESHOLD, DEFAULT_MAX_FACTS, DEFAULT_MAX_TOKENS, FactCategory};
 
-use super::ScopeArgs;
 use super::dedup::JudgeArgs;
+use super::{ScopeArgs, parse_unit};
 
 /// The `facts` subcommands.
 #[derive(Debug, Subcommand)]
@@ -160,15 +160,6 @@ pub(crate) struct FactsProfileArgs {
     /// Replace the profile with this JSON file (`-` reads stdin).
     #[arg(long, value_name = "FILE")]
     pub set: Option<PathBuf>,
-}
-
-/// A finite number in [0, 1].
-pub(crate) fn parse_unit(raw: &str) -> Result<f64, String> {
-    let value: f64 = raw.trim().parse().map_err(|_| format!("`{raw}` is not a number"))?;
-    if !(0.0..=1.0).contains(&value) {
-        return Err(format!("{raw} is outside [0, 1]"));
-    }
-    Ok(value)
 }
 
 /// A whole number of at least 1.
