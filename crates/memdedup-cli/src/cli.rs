@@ -85,7 +85,7 @@ pub(crate) enum Command {
     /// again (up to 16 memories per stored memory); this does all of them at once.
     Reembed(ReembedArgs),
     /// Merge conceptual duplicates that a judge (an LLM) confirms, transactionally and
-    /// undoably (seed 003).
+    /// undoably.
     ///
     /// Unverified memories are paired with similar verified ones and sent to the judge in
     /// batches; confirmed groups are merged into one survivor, the rest marked verified,
