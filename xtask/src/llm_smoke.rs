@@ -75,7 +75,7 @@ const ISOLATE_ENV: [&str; 8] = [
     "OPENAI_API_KEY",
     "ANTHROPIC_API_KEY",
 ];
-/// [`memdedup::RunReport::MAX_ERRORS`]: the summary keeps at most this many messages.
+/// `RunReport::MAX_ERRORS` of dedup-assist: the summary keeps at most this many messages.
 const MAX_REPORTED_ERRORS: usize = 20;
 
 /// One `memdedup dedup` run and the `[judge]` settings it gets.
