@@ -34,6 +34,7 @@ mod json_reply;
 mod judge;
 mod merge;
 mod playbook;
+mod quality;
 mod retry;
 mod specifics;
 mod threshold;
@@ -61,6 +62,7 @@ pub use judge::{
 };
 pub use merge::{Absorbed, MergePlan, MergedGroup, merge_counters};
 pub use playbook::{CANONICAL_SECTIONS, Entry, EntryRef, Playbook};
+pub use quality::{Labelled, PairScore, score_grouping};
 pub use retry::{RetryPolicy, parse_retry_after};
 pub use specifics::{Specific, missing_specifics, sentence_count, specifics};
 pub use threshold::{DEFAULT_THRESHOLD, THRESHOLD_ENV_VAR, Threshold};
