@@ -2,6 +2,7 @@
 
 mod bad_input;
 mod dedup;
+mod eval;
 mod facts;
 mod facts_extract;
 mod help;

@@ -179,8 +179,8 @@ mod tests {
         fn counts_add_up(clusters in proptest::collection::vec(0u8..4, 1..12), assign in proptest::collection::vec(0u8..5, 12)) {
             let labels: Vec<Labelled> = clusters.iter().map(|c| Labelled { cluster: c.to_string(), near: None }).collect();
             let mut groups: BTreeMap<u8, Vec<usize>> = BTreeMap::new();
-            for i in 0..labels.len() {
-                groups.entry(assign[i]).or_default().push(i);
+            for (i, slot) in assign.iter().enumerate().take(labels.len()) {
+                groups.entry(*slot).or_default().push(i);
             }
             let groups: Vec<Vec<usize>> = groups.into_values().collect();
             let score = score_grouping(&labels, &groups);

@@ -61,6 +61,14 @@ pub(crate) enum Command {
     },
     /// Find groups of duplicates in a JSONL file (or JSON array) of memories.
     Scan(ScanArgs),
+    /// Measure how well grouping matches a labelled JSONL file: pair precision, recall
+    /// and F1 per threshold, false pairs (and those touching a hard negative), and the
+    /// worst mistakes.
+    ///
+    /// Each line is `{"id": …, "cluster": …, "text": …}` with optional `namespace` and
+    /// `near` (the cluster a hard negative is close to). Memories of one cluster say the
+    /// same thing. Grouping is per namespace, as `scan` does.
+    Eval(EvalArgs),
     /// Print the cosine similarity of two texts, to tune thresholds.
     Similarity(SimilarityArgs),
     /// Check whether a text duplicates a stored memory (exact, then semantic, then recent).
@@ -262,6 +270,22 @@ pub(crate) struct ScanArgs {
     /// Group across namespaces too (default: only within a namespace).
     #[arg(long)]
     pub cross_namespace: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct EvalArgs {
+    /// The labelled JSONL file (`-` reads stdin).
+    pub file: PathBuf,
+    /// A cosine threshold in [0, 1] to evaluate; repeat for several (default 0.65, 0.70,
+    /// 0.75, 0.80, 0.85, 0.90).
+    #[arg(long, value_parser = parse_unit)]
+    pub threshold: Vec<f64>,
+    /// How many of the worst false and missed pairs to list.
+    #[arg(long, default_value_t = 5, value_name = "N")]
+    pub worst: usize,
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

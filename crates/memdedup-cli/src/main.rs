@@ -9,6 +9,7 @@
 mod capture_cmd;
 mod cli;
 mod dedup_cmd;
+mod eval_cmd;
 mod facts_cmd;
 mod input;
 mod memory_cmd;
@@ -50,6 +51,7 @@ fn main() -> ExitCode {
         match &cli.command {
             Command::Playbook { command: PlaybookCommand::Dedup(args) } => playbook_cmd::run(&cli.global, args).await,
             Command::Scan(args) => scan_cmd::run(&cli.global, args).await,
+            Command::Eval(args) => eval_cmd::run(&cli.global, args).await,
             Command::Serve(args) => serve_cmd::run(&cli.global, args).await,
             Command::Similarity(args) => similarity_cmd::run(&cli.global, args).await,
             Command::Check(args) => memory_cmd::check(&cli.global, args).await,

@@ -1,0 +1,275 @@
+//! `memdedup eval`: how well the grouping matches a labelled file of memories.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use anyhow::{Context, Result, bail};
+use memdedup::crates::core::{Labelled, PairScore, score_grouping};
+use memdedup::{Embedding, Threshold, group_by_similarity};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::cli::{EvalArgs, GlobalArgs};
+use crate::input::{display_name, read_text, without_bom};
+use crate::output::{emit, snippet};
+use crate::progress::embedding_bar;
+
+/// The thresholds evaluated when none is given.
+const DEFAULT_THRESHOLDS: [f64; 6] = [0.65, 0.70, 0.75, 0.80, 0.85, 0.90];
+
+/// One line of a labelled file.
+#[derive(Debug, Deserialize)]
+struct LabelledLine {
+    id: Value,
+    cluster: String,
+    text: String,
+    #[serde(default)]
+    namespace: Option<String>,
+    #[serde(default)]
+    near: Option<String>,
+}
+
+/// A labelled memory, checked.
+struct Item {
+    id: String,
+    text: String,
+    namespace: String,
+    label: Labelled,
+}
+
+pub(crate) async fn run(global: &GlobalArgs, args: &EvalArgs) -> Result<()> {
+    let name = display_name(&args.file);
+    let items = parse_labelled(&read_text(&args.file)?, &name)?;
+    let thresholds: Vec<Threshold> = if args.threshold.is_empty() {
+        DEFAULT_THRESHOLDS.iter().map(|&t| Threshold::new(t)).collect::<Result<_, _>>()?
+    } else {
+        args.threshold.iter().map(|&t| Threshold::new(t)).collect::<Result<_, _>>()?
+    };
+    let embedder = crate::open::collection_embedder(global).await??;
+    let texts: Vec<&str> = items.iter().map(|i| i.text.as_str()).collect();
+    let bar = embedding_bar(texts.len(), global.quiet);
+    let progress = |done: usize, total: usize| {
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+    };
+    let embeddings = memdedup::embed_texts(embedder.as_ref(), &texts, &progress).await;
+    bar.finish_and_clear();
+    let embeddings = embeddings.with_context(|| format!("cannot embed {name}"))?;
+    let labels: Vec<Labelled> = items.iter().map(|i| i.label.clone()).collect();
+    let mut results = Vec::new();
+    for threshold in thresholds {
+        let groups = group_within_namespaces(&items, &embeddings, threshold)?;
+        results.push((threshold, score_grouping(&labels, &groups)));
+    }
+    let summary = Summary { name: &name, model: embedder.model_id(), items: &items, embeddings: &embeddings };
+    if args.json {
+        emit(&format!("{}\n", summary.json(&results, args.worst)))
+    } else {
+        emit(&summary.human(&results, args.worst))
+    }
+}
+
+/// Parses a labelled JSONL file: every line an object with `id`, `cluster` and `text`, and
+/// optionally `namespace` and `near` (which must name a cluster of the file). Errors name
+/// the line.
+fn parse_labelled(text: &str, name: &str) -> Result<Vec<Item>> {
+    let mut items = Vec::new();
+    let mut ids = BTreeSet::new();
+    for (n, line) in without_bom(text).lines().enumerate() {
+        let at = n + 1;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let parsed: LabelledLine =
+            serde_json::from_str(line).map_err(|e| anyhow::anyhow!("{name}: line {at}: not a labelled memory: {e}"))?;
+        let id = match &parsed.id {
+            Value::String(s) if !s.is_empty() => s.clone(),
+            Value::Number(n) => n.to_string(),
+            other => bail!("{name}: line {at}: `id` must be a non-empty string or a number, not {other}"),
+        };
+        if parsed.cluster.trim().is_empty() {
+            bail!("{name}: line {at}: `cluster` is empty");
+        }
+        if parsed.text.trim().is_empty() {
+            bail!("{name}: line {at}: `text` is empty");
+        }
+        if !ids.insert(id.clone()) {
+            bail!("{name}: line {at}: id {id:?} appears twice");
+        }
+        items.push((
+            at,
+            Item {
+                id,
+                text: parsed.text,
+                namespace: parsed.namespace.unwrap_or_else(|| memdedup::DEFAULT_NAMESPACE.to_owned()),
+                label: Labelled { cluster: parsed.cluster, near: parsed.near },
+            },
+        ));
+    }
+    if items.is_empty() {
+        bail!("{name} has no labelled memories");
+    }
+    let clusters: BTreeSet<&str> = items.iter().map(|(_, i)| i.label.cluster.as_str()).collect();
+    for (at, item) in &items {
+        if let Some(near) = &item.label.near
+            && !clusters.contains(near.as_str())
+        {
+            bail!("{name}: line {at}: `near` names cluster {near:?}, which no memory of the file has");
+        }
+    }
+    Ok(items.into_iter().map(|(_, item)| item).collect())
+}
+
+/// Groups at `threshold`, each namespace on its own (as `scan` does by default).
+fn group_within_namespaces(items: &[Item], embeddings: &[Embedding], threshold: Threshold) -> Result<Vec<Vec<usize>>> {
+    let mut partitions: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (i, item) in items.iter().enumerate() {
+        partitions.entry(item.namespace.as_str()).or_default().push(i);
+    }
+    let mut groups = Vec::new();
+    for members in partitions.values() {
+        let vectors: Vec<Embedding> = members.iter().map(|&i| embeddings[i].clone()).collect();
+        for group in group_by_similarity(&vectors, threshold)? {
+            groups.push(group.members.iter().map(|&m| members[m]).collect());
+        }
+    }
+    Ok(groups)
+}
+
+struct Summary<'a> {
+    name: &'a str,
+    model: &'a str,
+    items: &'a [Item],
+    embeddings: &'a [Embedding],
+}
+
+impl Summary<'_> {
+    fn cosine(&self, a: usize, b: usize) -> f64 {
+        self.embeddings[a].cosine(&self.embeddings[b]).map_or(f64::NAN, f64::from)
+    }
+
+    /// The false pairs with the highest cosine, then the missed pairs with the lowest.
+    fn worst(&self, score: &PairScore, n: usize) -> (Vec<(usize, usize, f64)>, Vec<(usize, usize, f64)>) {
+        let mut false_pairs: Vec<_> = score.false_pair_list.iter().map(|&(a, b)| (a, b, self.cosine(a, b))).collect();
+        false_pairs.sort_by(|x, y| y.2.total_cmp(&x.2).then((x.0, x.1).cmp(&(y.0, y.1))));
+        false_pairs.truncate(n);
+        let mut missed: Vec<_> = score.missed_pair_list.iter().map(|&(a, b)| (a, b, self.cosine(a, b))).collect();
+        missed.sort_by(|x, y| x.2.total_cmp(&y.2).then((x.0, x.1).cmp(&(y.0, y.1))));
+        missed.truncate(n);
+        (false_pairs, missed)
+    }
+
+    fn counts(&self) -> (usize, usize) {
+        let clusters: BTreeSet<&str> = self.items.iter().map(|i| i.label.cluster.as_str()).collect();
+        (clusters.len(), self.items.iter().filter(|i| i.label.near.is_some()).count())
+    }
+
+    fn pair_json(&self, (a, b, cosine): (usize, usize, f64)) -> Value {
+        json!({
+            "a": self.items[a].id, "b": self.items[b].id, "cosine": (cosine * 10_000.0).round() / 10_000.0,
+            "clusters": [self.items[a].label.cluster, self.items[b].label.cluster],
+        })
+    }
+
+    fn json(&self, results: &[(Threshold, PairScore)], worst: usize) -> Value {
+        let (clusters, negatives) = self.counts();
+        let rows: Vec<Value> = results
+            .iter()
+            .map(|(threshold, s)| {
+                let (false_pairs, missed) = self.worst(s, worst);
+                json!({
+                    "threshold": threshold.get(),
+                    "precision": s.precision, "recall": s.recall, "f1": s.f1,
+                    "true_pairs": s.true_pairs, "false_pairs": s.false_pairs, "missed_pairs": s.missed_pairs,
+                    "false_pairs_with_hard_negative": s.false_pairs_with_hard_negative,
+                    "hard_negatives_merged": s.hard_negatives_merged,
+                    "worst_false_pairs": false_pairs.into_iter().map(|p| self.pair_json(p)).collect::<Vec<_>>(),
+                    "worst_missed_pairs": missed.into_iter().map(|p| self.pair_json(p)).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        json!({
+            "file": self.name, "model": self.model, "items": self.items.len(), "clusters": clusters,
+            "hard_negatives": negatives, "judge": "cosine", "results": rows,
+        })
+    }
+
+    fn human(&self, results: &[(Threshold, PairScore)], worst: usize) -> String {
+        let (clusters, negatives) = self.counts();
+        let mut out = format!(
+            "{}: {} memories in {clusters} clusters, {negatives} hard negatives; judge: cosine ({})\n\n",
+            self.name,
+            self.items.len(),
+            self.model
+        );
+        out.push_str(
+            "threshold  precision  recall     F1  false pairs  with a hard negative  negatives merged  missed\n",
+        );
+        for (threshold, s) in results {
+            out.push_str(&format!(
+                "{:>9.2}  {:>9.3}  {:>6.3}  {:>5.3}  {:>11}  {:>20}  {:>16}  {:>6}\n",
+                threshold.get(),
+                s.precision,
+                s.recall,
+                s.f1,
+                s.false_pairs,
+                s.false_pairs_with_hard_negative,
+                format!("{}/{}", s.hard_negatives_merged, s.hard_negatives),
+                s.missed_pairs
+            ));
+        }
+        let Some((threshold, best)) = results.iter().max_by(|a, b| a.1.f1.total_cmp(&b.1.f1)) else { return out };
+        let (false_pairs, missed) = self.worst(best, worst);
+        if !false_pairs.is_empty() || !missed.is_empty() {
+            out.push_str(&format!("\nworst mistakes at {} (the best F1):\n", threshold.get()));
+        }
+        let line = |kind: &str, (a, b, cosine): (usize, usize, f64)| {
+            format!(
+                "  {kind:<6} {cosine:.4}  {} {:?}\n{:>17} {} {:?}\n",
+                self.items[a].id,
+                snippet(&self.items[a].text, 80),
+                "",
+                self.items[b].id,
+                snippet(&self.items[b].text, 80)
+            )
+        };
+        for pair in false_pairs {
+            out.push_str(&line("false", pair));
+        }
+        for pair in missed {
+            out.push_str(&line("missed", pair));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labelled_lines_are_checked_with_their_line_number() {
+        let ok = "{\"id\": 1, \"cluster\": \"a\", \"text\": \"x\"}\n\n{\"id\": \"b\", \"cluster\": \"b\", \"text\": \"y\", \"near\": \"a\", \"error\": \"opposite\"}\n";
+        let items = parse_labelled(ok, "f.jsonl").unwrap();
+        assert_eq!(items.len(), 2);
+        assert_eq!(items[0].id, "1");
+        assert_eq!(items[1].label.near.as_deref(), Some("a"));
+        for (text, expected) in [
+            ("", "f.jsonl has no labelled memories"),
+            ("{\"id\": 1, \"text\": \"x\"}", "f.jsonl: line 1: not a labelled memory: missing field `cluster`"),
+            ("{\"id\": 1, \"cluster\": \"a\", \"text\": \" \"}", "line 1: `text` is empty"),
+            ("{\"id\": null, \"cluster\": \"a\", \"text\": \"x\"}", "line 1: `id` must be"),
+            (
+                "{\"id\": 1, \"cluster\": \"a\", \"text\": \"x\"}\n{\"id\": 1, \"cluster\": \"a\", \"text\": \"y\"}",
+                "line 2: id \"1\" appears twice",
+            ),
+            (
+                "{\"id\": 1, \"cluster\": \"a\", \"text\": \"x\", \"near\": \"zz\"}",
+                "line 1: `near` names cluster \"zz\"",
+            ),
+            ("not json", "line 1: not a labelled memory"),
+        ] {
+            let error = parse_labelled(text, "f.jsonl").err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(error.contains(expected), "{text}: {error}");
+        }
+    }
+}
