@@ -28,6 +28,9 @@ struct LabelledLine {
     near: Option<String>,
 }
 
+/// Two items by index, and their cosine.
+type ScoredPair = (usize, usize, f64);
+
 /// A labelled memory, checked.
 struct Item {
     id: String,
@@ -148,7 +151,7 @@ impl Summary<'_> {
     }
 
     /// The false pairs with the highest cosine, then the missed pairs with the lowest.
-    fn worst(&self, score: &PairScore, n: usize) -> (Vec<(usize, usize, f64)>, Vec<(usize, usize, f64)>) {
+    fn worst(&self, score: &PairScore, n: usize) -> (Vec<ScoredPair>, Vec<ScoredPair>) {
         let mut false_pairs: Vec<_> = score.false_pair_list.iter().map(|&(a, b)| (a, b, self.cosine(a, b))).collect();
         false_pairs.sort_by(|x, y| y.2.total_cmp(&x.2).then((x.0, x.1).cmp(&(y.0, y.1))));
         false_pairs.truncate(n);
@@ -163,7 +166,7 @@ impl Summary<'_> {
         (clusters.len(), self.items.iter().filter(|i| i.label.near.is_some()).count())
     }
 
-    fn pair_json(&self, (a, b, cosine): (usize, usize, f64)) -> Value {
+    fn pair_json(&self, (a, b, cosine): ScoredPair) -> Value {
         json!({
             "a": self.items[a].id, "b": self.items[b].id, "cosine": (cosine * 10_000.0).round() / 10_000.0,
             "clusters": [self.items[a].label.cluster, self.items[b].label.cluster],
@@ -222,7 +225,7 @@ impl Summary<'_> {
         if !false_pairs.is_empty() || !missed.is_empty() {
             out.push_str(&format!("\nworst mistakes at {} (the best F1):\n", threshold.get()));
         }
-        let line = |kind: &str, (a, b, cosine): (usize, usize, f64)| {
+        let line = |kind: &str, (a, b, cosine): ScoredPair| {
             format!(
                 "  {kind:<6} {cosine:.4}  {} {:?}\n{:>17} {} {:?}\n",
                 self.items[a].id,
