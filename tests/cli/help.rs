@@ -6,7 +6,7 @@ use crate::support::memdedup;
 
 #[test]
 fn help_works_for_every_command() {
-    let commands: [&[&str]; 15] = [
+    let commands: [&[&str]; 18] = [
         &[],
         &["playbook"],
         &["playbook", "dedup"],
@@ -22,6 +22,9 @@ fn help_works_for_every_command() {
         &["dedup"],
         &["merges"],
         &["undo"],
+        &["eval"],
+        &["facts", "extract"],
+        &["serve"],
     ];
     for command in commands {
         memdedup().args(command).arg("--help").assert().success().stdout(contains("Usage: memdedup")).stderr("");
