@@ -25,6 +25,7 @@
 
 mod api_error;
 mod content_hash;
+mod contrast;
 mod embedding;
 mod error;
 mod facts;
@@ -41,6 +42,7 @@ mod threshold;
 
 pub use api_error::{MAX_API_ERROR_TEXT, api_error_message, error_chain, truncate_error_text};
 pub use content_hash::{ContentHash, normalize_content};
+pub use contrast::{Contrast, contrast};
 pub use embedding::Embedding;
 pub use error::{Error, Result};
 pub use facts::{

@@ -1,0 +1,354 @@
+//! Contrast signals between two texts: the differences a reader sees at once and cosine
+//! similarity does not — other numbers, the opposite action, a negation, an added
+//! condition, another named entity. Each is symmetric: `contrast(a, b)` and
+//! `contrast(b, a)` find the same signals with the sides swapped.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use serde::Serialize;
+
+use crate::specifics::{Specific, specifics};
+
+/// One difference between two texts that makes them say different things.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "signal", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Contrast {
+    /// Numbers, versions, ids, code spans, paths or flags that one text has and the
+    /// other replaces by others.
+    SpecificsDiffer {
+        /// Those only the first text has.
+        first: Vec<String>,
+        /// Those only the second text has.
+        second: Vec<String>,
+    },
+    /// Words of opposite meaning: one text says `first`, the other `second`.
+    OppositeWords {
+        /// The first text's word.
+        first: String,
+        /// The second text's word.
+        second: String,
+    },
+    /// One text negates and the other does not.
+    NegationFlip {
+        /// The negating word, and whether it is in the first text.
+        word: String,
+        /// True when the negation is in the first text.
+        in_first: bool,
+    },
+    /// One text adds a condition or exception the other lacks.
+    AddedCondition {
+        /// The marker (`unless`, `except`, `only if`, …).
+        marker: String,
+        /// True when the condition is in the first text.
+        in_first: bool,
+    },
+    /// Named entities that differ: each text names one the other does not.
+    EntitiesDiffer {
+        /// Those only the first text names.
+        first: Vec<String>,
+        /// Those only the second text names.
+        second: Vec<String>,
+    },
+}
+
+impl fmt::Display for Contrast {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Contrast::SpecificsDiffer { first, second } => {
+                write!(f, "specifics differ: {} vs {}", first.join(", "), second.join(", "))
+            }
+            Contrast::OppositeWords { first, second } => write!(f, "opposite words: {first} vs {second}"),
+            Contrast::NegationFlip { word, in_first } => {
+                write!(f, "only the {} text negates ({word:?})", if *in_first { "first" } else { "second" })
+            }
+            Contrast::AddedCondition { marker, in_first } => {
+                write!(f, "only the {} text adds a condition ({marker:?})", if *in_first { "first" } else { "second" })
+            }
+            Contrast::EntitiesDiffer { first, second } => {
+                write!(f, "entities differ: {} vs {}", first.join(", "), second.join(", "))
+            }
+        }
+    }
+}
+
+/// Pairs of words of opposite meaning, compared on lowercase stems.
+const OPPOSITES: [(&str, &str); 40] = [
+    ("long", "short"),
+    ("buy", "sell"),
+    ("before", "after"),
+    ("always", "never"),
+    ("enable", "disable"),
+    ("increase", "decrease"),
+    ("raise", "lower"),
+    ("open", "close"),
+    ("start", "stop"),
+    ("add", "remove"),
+    ("allow", "deny"),
+    ("allow", "block"),
+    ("accept", "reject"),
+    ("above", "below"),
+    ("over", "under"),
+    ("higher", "lower"),
+    ("more", "less"),
+    ("min", "max"),
+    ("minimum", "maximum"),
+    ("first", "last"),
+    ("spike", "drop"),
+    ("rise", "fall"),
+    ("up", "down"),
+    ("include", "exclude"),
+    ("inside", "outside"),
+    ("local", "remote"),
+    ("public", "private"),
+    ("encrypt", "decrypt"),
+    ("success", "failure"),
+    ("bullish", "bearish"),
+    ("bull", "bear"),
+    ("fast", "slow"),
+    ("early", "late"),
+    ("tab", "space"),
+    ("morning", "evening"),
+    ("weekday", "weekend"),
+    ("synchronous", "asynchronous"),
+    ("lock", "unlock"),
+    ("usually", "rarely"),
+    ("often", "rarely"),
+];
+
+/// Words that negate what follows.
+const NEGATIONS: [&str; 14] = [
+    "not",
+    "never",
+    "no",
+    "don't",
+    "doesn't",
+    "isn't",
+    "aren't",
+    "can't",
+    "cannot",
+    "won't",
+    "shouldn't",
+    "mustn't",
+    "without",
+    "avoid",
+];
+
+/// Phrases that add a condition or an exception.
+const CONDITIONS: [&str; 10] = [
+    "unless",
+    "except",
+    "excluding",
+    "only if",
+    "only when",
+    "but only",
+    "but not",
+    "as long as",
+    "provided",
+    "otherwise",
+];
+
+/// Every contrast between `first` and `second`, in a fixed order.
+pub fn contrast(first: &str, second: &str) -> Vec<Contrast> {
+    let mut found = Vec::new();
+    let (a, b) = (specifics(first), specifics(second));
+    let only = |x: &BTreeSet<Specific>, y: &BTreeSet<Specific>| -> Vec<String> {
+        x.difference(y).map(|s| s.text().to_owned()).collect()
+    };
+    let (only_a, only_b) = (only(&a, &b), only(&b, &a));
+    if !only_a.is_empty() && !only_b.is_empty() {
+        found.push(Contrast::SpecificsDiffer { first: only_a, second: only_b });
+    }
+
+    let (wa, wb) = (words(first), words(second));
+    let stems_a: BTreeSet<String> = wa.iter().map(|w| stem(w)).collect();
+    let stems_b: BTreeSet<String> = wb.iter().map(|w| stem(w)).collect();
+    for (x, y) in OPPOSITES {
+        for (p, q) in [(x, y), (y, x)] {
+            if stems_a.contains(p) && !stems_a.contains(q) && stems_b.contains(q) && !stems_b.contains(p) {
+                found.push(Contrast::OppositeWords { first: p.to_owned(), second: q.to_owned() });
+            }
+        }
+    }
+
+    let negation = |ws: &[String]| ws.iter().find(|w| NEGATIONS.contains(&w.as_str()) || w.ends_with("n't")).cloned();
+    match (negation(&wa), negation(&wb)) {
+        (Some(word), None) => found.push(Contrast::NegationFlip { word, in_first: true }),
+        (None, Some(word)) => found.push(Contrast::NegationFlip { word, in_first: false }),
+        _ => {}
+    }
+
+    let condition = |text: &str| {
+        let lower = format!(" {} ", words(text).join(" "));
+        CONDITIONS.iter().find(|c| lower.contains(&format!(" {c} "))).map(|c| (*c).to_owned())
+    };
+    match (condition(first), condition(second)) {
+        (Some(marker), None) => found.push(Contrast::AddedCondition { marker, in_first: true }),
+        (None, Some(marker)) => found.push(Contrast::AddedCondition { marker, in_first: false }),
+        _ => {}
+    }
+
+    let (ea, eb) = (entities(first), entities(second));
+    let lower_a: BTreeSet<String> = wa.iter().cloned().collect();
+    let lower_b: BTreeSet<String> = wb.iter().cloned().collect();
+    let only_a: Vec<String> = ea.iter().filter(|e| !lower_b.contains(&e.to_lowercase())).cloned().collect();
+    let only_b: Vec<String> = eb.iter().filter(|e| !lower_a.contains(&e.to_lowercase())).cloned().collect();
+    if !only_a.is_empty() && !only_b.is_empty() {
+        found.push(Contrast::EntitiesDiffer { first: only_a, second: only_b });
+    }
+    found
+}
+
+/// Lowercase words, with apostrophes kept (`don't`).
+fn words(text: &str) -> Vec<String> {
+    text.split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '’'))
+        .filter(|w| !w.is_empty())
+        .map(|w| w.replace('’', "'").to_lowercase())
+        .collect()
+}
+
+/// A crude stem: common inflections removed, so `shorting` meets `short`.
+fn stem(word: &str) -> String {
+    for suffix in ["ing", "ed", "es", "s"] {
+        if let Some(base) = word.strip_suffix(suffix)
+            && base.len() >= 3
+        {
+            return base.to_owned();
+        }
+    }
+    word.to_owned()
+}
+
+/// Named entities: capitalised words not at the start of a sentence, and words written
+/// in capitals or with inner capitals (`ETH`, `RabbitMQ`), outside code spans.
+fn entities(text: &str) -> BTreeSet<String> {
+    let mut found = BTreeSet::new();
+    let mut sentence_start = true;
+    for raw in text.split_whitespace() {
+        let word: String = raw.chars().filter(|c| c.is_alphanumeric()).collect();
+        let starts_sentence = sentence_start;
+        sentence_start = raw.ends_with(['.', '!', '?', ':', ';']);
+        if word.len() < 2 || raw.starts_with('`') {
+            continue;
+        }
+        let upper = word.chars().filter(|c| c.is_uppercase()).count();
+        let capitalised = word.chars().next().is_some_and(char::is_uppercase);
+        if upper >= 2 || (capitalised && !starts_sentence) {
+            found.insert(word);
+        }
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kinds(a: &str, b: &str) -> Vec<String> {
+        contrast(a, b).iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn different_numbers_are_a_contrast() {
+        let found = contrast(
+            "Stablecoin depegs below 0.98 usually recover within a week.",
+            "Stablecoin depegs below 0.90 rarely recover.",
+        );
+        assert!(
+            found.contains(&Contrast::SpecificsDiffer { first: vec!["0.98".into()], second: vec!["0.90".into()] }),
+            "{found:?}"
+        );
+        let found = contrast("Fixed in PR #12.", "Fixed in PR #13.");
+        assert!(matches!(found[0], Contrast::SpecificsDiffer { .. }), "{found:?}");
+    }
+
+    #[test]
+    fn the_opposite_action_is_a_contrast() {
+        let found = kinds(
+            "Short the funding spike only after open interest starts falling.",
+            "Go long after a funding spike once open interest starts falling.",
+        );
+        assert!(found.contains(&"opposite words: short vs long".to_owned()), "{found:?}");
+        let found =
+            kinds("Why do ETH gas fees spike on Sunday evenings?", "Why do ETH gas fees drop on Saturday mornings?");
+        assert!(found.contains(&"opposite words: spike vs drop".to_owned()), "{found:?}");
+        assert!(found.contains(&"opposite words: evening vs morning".to_owned()), "{found:?}");
+    }
+
+    #[test]
+    fn a_negation_on_one_side_is_a_contrast() {
+        let found = contrast(
+            "Run the migrations from inside the API server process.",
+            "Never run the migrations from inside the API server process.",
+        );
+        assert!(found.contains(&Contrast::NegationFlip { word: "never".into(), in_first: false }), "{found:?}");
+    }
+
+    #[test]
+    fn an_added_condition_is_a_contrast() {
+        let found = contrast(
+            "Rotate the API keys every month.",
+            "Rotate the API keys every month unless the vendor forbids it.",
+        );
+        assert_eq!(found, [Contrast::AddedCondition { marker: "unless".into(), in_first: false }]);
+        let found = contrast(
+            "Never use SELECT * in production queries except in ad-hoc admin scripts.",
+            "Never use SELECT * in production queries.",
+        );
+        assert!(found.contains(&Contrast::AddedCondition { marker: "except".into(), in_first: true }), "{found:?}");
+    }
+
+    #[test]
+    fn a_different_entity_is_a_contrast() {
+        let found = contrast(
+            "We chose Kafka as the event bus for order events.",
+            "We chose RabbitMQ as the event bus for order events.",
+        );
+        assert_eq!(found, [Contrast::EntitiesDiffer { first: vec!["Kafka".into()], second: vec!["RabbitMQ".into()] }]);
+        let found = contrast("Buy BTC when funding turns negative.", "Buy ETH when funding turns negative.");
+        assert_eq!(found, [Contrast::EntitiesDiffer { first: vec!["BTC".into()], second: vec!["ETH".into()] }]);
+    }
+
+    #[test]
+    fn paraphrases_with_little_overlap_show_no_contrast() {
+        for (a, b) in [
+            ("Rotate the API keys every month.", "API keys get replaced on a monthly schedule."),
+            (
+                "Always run the database migrations before starting the API server.",
+                "Apply pending DB migrations first, then boot the API server.",
+            ),
+            (
+                "Quote shell variables to avoid word splitting.",
+                "Always wrap shell variables in double quotes so they are not split on spaces.",
+            ),
+            (
+                "Reply in Spanish unless the user writes in English.",
+                "Answer in Spanish by default; switch to English only when the user does.",
+            ),
+            (
+                "Use parameterized queries; never build SQL with string concatenation.",
+                "Never concatenate strings to make SQL; always bind parameters.",
+            ),
+        ] {
+            assert_eq!(contrast(a, b), [], "{a} / {b}");
+        }
+    }
+
+    #[test]
+    fn a_text_shows_no_contrast_with_itself_and_contrasts_are_symmetric() {
+        let texts = [
+            "Short the funding spike only after open interest starts falling.",
+            "Go long after a funding spike once open interest starts falling.",
+            "Stablecoin depegs below 0.98 usually recover within a week.",
+            "Never run migrations from the API server unless it is a dev box.",
+            "We chose Kafka as the event bus.",
+        ];
+        for a in texts {
+            assert_eq!(contrast(a, a), [], "{a}");
+            for b in texts {
+                assert_eq!(contrast(a, b).len(), contrast(b, a).len(), "{a} / {b}");
+            }
+        }
+    }
+}
