@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use dedup_core::{Embedding, normalize_content};
 use dedup_store::{InsertOutcome, ListFilter, MemoryId, NewMemory, Scope, Store};
@@ -211,7 +212,11 @@ async fn open_fresh_at_once(db: &crate::support::TestDb, rounds: usize) -> anyho
             let (location, barrier) = (Arc::clone(&location), Arc::clone(&barrier));
             tasks.spawn(async move {
                 barrier.wait().await;
-                let store = Store::open(&location, &dedup_store::StoreOptions::default()).await?;
+                // What this checks is that the migrations run once and every opener then
+                // works ("table memories already exists" was the defect), not how long 16
+                // writers queue for the lock on a loaded 2-core machine: wait up to 30 s.
+                let options = dedup_store::StoreOptions { busy_timeout: Duration::from_secs(30), ..Default::default() };
+                let store = Store::open(&location, &options).await?;
                 let id = crate::support::insert_text(&store, &scope("global", "hooks"), &format!("memory {i}")).await?;
                 store.close().await;
                 anyhow::Ok(id)
