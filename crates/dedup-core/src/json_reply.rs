@@ -63,6 +63,18 @@ fn matching_brace(bytes: &[u8]) -> Option<usize> {
     None
 }
 
+/// The JSON type of `value` with its article ("a string", "null"), for error messages.
+pub fn json_type(value: &serde_json::Value) -> &'static str {
+    match value {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;

@@ -56,7 +56,7 @@ pub use group_merge::{
     MemberView, TextChoice, TextLimits, best_existing_text, canonical_text_problem, choose_survivor, choose_text,
     merge_metadata,
 };
-pub use json_reply::extract_json_object;
+pub use json_reply::{extract_json_object, json_type};
 pub use judge::{
     CandidateEdge, ContractError, ContractLimits, JudgeBatch, JudgeGroup, JudgeMemory, JudgeMode, JudgeResponse,
     JudgeRules, MAX_CANONICAL_SENTENCES, MAX_REASON_CHARS, MemoryStatus, ValidatedResponse, Violation,

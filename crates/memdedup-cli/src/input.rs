@@ -5,6 +5,7 @@ use std::io::Read;
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
+use memdedup::crates::core::json_type;
 use memdedup::{CollectionItem, MemoryId, Scope};
 use serde_json::Value;
 
@@ -255,35 +256,24 @@ fn strip_position(e: &serde_json::Error) -> String {
 
 fn item_from_value(value: Value, place: &str) -> Result<CollectionItem> {
     let Value::Object(mut object) = value else {
-        bail!("{place}: expected a JSON object with `id` and `text`, got {}", kind(&value));
+        bail!("{place}: expected a JSON object with `id` and `text`, got {}", json_type(&value));
     };
     let id = match object.remove("id") {
         Some(id @ (Value::String(_) | Value::Number(_))) => id,
-        Some(other) => bail!("{place}: field `id` must be a string or a number, got {}", kind(&other)),
+        Some(other) => bail!("{place}: field `id` must be a string or a number, got {}", json_type(&other)),
         None => bail!("{place}: missing field `id`"),
     };
     let text = match object.remove("text") {
         Some(Value::String(text)) => text,
-        Some(other) => bail!("{place}: field `text` must be a string, got {}", kind(&other)),
+        Some(other) => bail!("{place}: field `text` must be a string, got {}", json_type(&other)),
         None => bail!("{place}: missing field `text`"),
     };
     let namespace = match object.remove("namespace") {
         None | Some(Value::Null) => None,
         Some(Value::String(ns)) => Some(ns),
-        Some(other) => bail!("{place}: field `namespace` must be a string, got {}", kind(&other)),
+        Some(other) => bail!("{place}: field `namespace` must be a string, got {}", json_type(&other)),
     };
     Ok(CollectionItem { id, text, namespace })
-}
-
-fn kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 /// A memory id, or a URN `memdedup://{domain}/{namespace}/{id}` with its scope. A URN has

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{FactCategory, FactError};
-use crate::json_reply::extract_json_object;
+use crate::json_reply::{extract_json_object, json_type};
 
 /// The longest fact [`parse_extracted_facts`] accepts, in characters (after trimming).
 /// A fact is one short statement; anything longer is a model rambling.
@@ -95,18 +95,6 @@ fn parse_fact(fact: &Value) -> Result<ExtractedFact, String> {
         return Err(format!("`confidence` {confidence} is not in [0, 1]"));
     }
     Ok(ExtractedFact { content: content.to_owned(), category, confidence })
-}
-
-/// The JSON type name of `value`, for error messages.
-fn json_type(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 #[cfg(test)]
