@@ -6,14 +6,15 @@
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use dedup_core::{ContentHash, Embedding};
 use sqlx::migrate::Migrator;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Connection, QueryBuilder, Sqlite, SqliteConnection, SqlitePool, Transaction};
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
-use super::{CachedRecord, StoreOptions, decode_cached, migrate_error, open_error};
+use super::{CachedRecord, StoreOptions, decode_cached, lock_error, migrate_error, open_error};
 use crate::{DbLocation, Error, Result, Scope};
 
 type Db = Sqlite;
@@ -59,10 +60,10 @@ impl SqliteBackend {
         let connect = SqliteConnectOptions::new()
             .filename(path)
             .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
             .foreign_keys(true)
             .busy_timeout(options.busy_timeout);
+        use_wal(&connect, location, options).await?;
         let pool = SqlitePoolOptions::new()
             .max_connections(options.max_connections.max(1))
             .acquire_timeout(options.connect_timeout)
@@ -103,6 +104,39 @@ impl SqliteBackend {
         }
         Ok(found)
     }
+}
+
+/// Puts the file in WAL mode (a setting kept in the file), safely when several processes
+/// open a new file at once.
+///
+/// Switching to WAL takes an exclusive lock that SQLite does not wait for with the busy
+/// handler: the second of two processes creating the same file would fail at once with
+/// "database is locked". So the switch is tried on one connection of its own and retried
+/// on a busy answer until the busy timeout; a file already in WAL mode needs no lock.
+async fn use_wal(connect: &SqliteConnectOptions, location: &DbLocation, options: &StoreOptions) -> Result<()> {
+    let deadline = Instant::now() + options.busy_timeout;
+    let mut conn =
+        SqliteConnection::connect_with(connect).await.map_err(|e| open_error(location, options.busy_timeout, e))?;
+    let mut pause = Duration::from_millis(2);
+    let outcome = loop {
+        let mode = match sqlx::query_scalar::<_, String>("PRAGMA journal_mode").fetch_one(&mut conn).await {
+            Ok(mode) if mode.eq_ignore_ascii_case("wal") => break Ok(()),
+            Ok(_) => sqlx::query_scalar::<_, String>("PRAGMA journal_mode = WAL").fetch_one(&mut conn).await,
+            Err(e) => Err(e),
+        };
+        match mode {
+            Ok(_) => break Ok(()),
+            Err(e) if lock_error(location, options.busy_timeout, &e).is_some() && Instant::now() + pause < deadline => {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_millis(50));
+            }
+            Err(e) => break Err(open_error(location, options.busy_timeout, e)),
+        }
+    };
+    // Closing a connection of a file in WAL mode may checkpoint; a failure there changes
+    // nothing the pool depends on.
+    let _ = conn.close().await;
+    outcome
 }
 
 /// Brings the schema up to date, safely when several processes open a new file at once.

@@ -133,3 +133,40 @@ async fn postgres_tables_live_in_their_own_schema() -> anyhow::Result<()> {
     app.close().await?;
     Ok(())
 }
+
+/// Switching a new file to WAL needs an exclusive lock that SQLite's busy handler does not
+/// wait for: a process opening the file while another writes to it in the old journal
+/// mode waits for the writer, up to the busy timeout, instead of failing at once with
+/// "locked" (which broke hooks starting several processes on a new database at once).
+#[cfg(feature = "sqlite")]
+#[tokio::test]
+async fn switching_to_wal_waits_for_a_writer_of_the_new_file() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("memdedup.db");
+    let mut writer = sqlx::SqliteConnection::connect_with(
+        &sqlx::sqlite::SqliteConnectOptions::new().filename(&path).create_if_missing(true),
+    )
+    .await?;
+    sqlx::query("CREATE TABLE early (x INTEGER)").execute(&mut writer).await?;
+    let mode: String = sqlx::query_scalar("PRAGMA journal_mode").fetch_one(&mut writer).await?;
+    assert_eq!(mode, "delete");
+    sqlx::query("BEGIN IMMEDIATE").execute(&mut writer).await?;
+    sqlx::query("INSERT INTO early VALUES (1)").execute(&mut writer).await?;
+
+    let location = DbLocation::Sqlite(path.clone());
+    let options = StoreOptions { busy_timeout: Duration::from_secs(10), ..StoreOptions::default() };
+    let opening = tokio::spawn(async move { Store::open(&location, &options).await });
+    // The opener cannot switch the journal mode while the write transaction holds its lock.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!opening.is_finished(), "the open did not wait for the writer: {:?}", opening.await?.err());
+    sqlx::query("COMMIT").execute(&mut writer).await?;
+    writer.close().await?;
+
+    let store = opening.await??;
+    insert_text(&store, &scope("global", "default"), "after the writer").await?;
+    let mut check =
+        sqlx::SqliteConnection::connect_with(&sqlx::sqlite::SqliteConnectOptions::new().filename(&path)).await?;
+    let mode: String = sqlx::query_scalar("PRAGMA journal_mode").fetch_one(&mut check).await?;
+    assert_eq!(mode, "wal");
+    Ok(())
+}
