@@ -44,6 +44,14 @@ pub enum Contrast {
         /// True when the condition is in the first text.
         in_first: bool,
     },
+    /// One text restricts the claim to a narrower case (`only`, `just`, `solely`) and the
+    /// other does not.
+    ScopeNarrowed {
+        /// The restricting word.
+        word: String,
+        /// True when the restriction is in the first text.
+        in_first: bool,
+    },
     /// Named entities that differ: each text names one the other does not.
     EntitiesDiffer {
         /// Those only the first text names.
@@ -51,6 +59,24 @@ pub enum Contrast {
         /// Those only the second text names.
         second: Vec<String>,
     },
+}
+
+/// The names of the contrast signals, as [`Contrast::kind`] gives them.
+pub const CONTRAST_KINDS: [&str; 6] =
+    ["specifics_differ", "opposite_words", "negation_flip", "added_condition", "scope_narrowed", "entities_differ"];
+
+impl Contrast {
+    /// The signal's name (one of [`CONTRAST_KINDS`]), as serialised in `signal`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Contrast::SpecificsDiffer { .. } => CONTRAST_KINDS[0],
+            Contrast::OppositeWords { .. } => CONTRAST_KINDS[1],
+            Contrast::NegationFlip { .. } => CONTRAST_KINDS[2],
+            Contrast::AddedCondition { .. } => CONTRAST_KINDS[3],
+            Contrast::ScopeNarrowed { .. } => CONTRAST_KINDS[4],
+            Contrast::EntitiesDiffer { .. } => CONTRAST_KINDS[5],
+        }
+    }
 }
 
 impl fmt::Display for Contrast {
@@ -65,6 +91,9 @@ impl fmt::Display for Contrast {
             }
             Contrast::AddedCondition { marker, in_first } => {
                 write!(f, "only the {} text adds a condition ({marker:?})", if *in_first { "first" } else { "second" })
+            }
+            Contrast::ScopeNarrowed { word, in_first } => {
+                write!(f, "only the {} text narrows the claim ({word:?})", if *in_first { "first" } else { "second" })
             }
             Contrast::EntitiesDiffer { first, second } => {
                 write!(f, "entities differ: {} vs {}", first.join(", "), second.join(", "))
@@ -149,12 +178,21 @@ const CONDITIONS: [&str; 10] = [
     "otherwise",
 ];
 
+/// Words that restrict a claim to a narrower case.
+const NARROWING: [&str; 3] = ["only", "just", "solely"];
+
 /// Every contrast between `first` and `second`, in a fixed order.
 pub fn contrast(first: &str, second: &str) -> Vec<Contrast> {
     let mut found = Vec::new();
     let (a, b) = (specifics(first), specifics(second));
+    // A specific that is part of one of the other side's (`-D warnings` in `cargo clippy
+    // -- -D warnings`), or holds one, is the same detail written more or less fully.
     let only = |x: &BTreeSet<Specific>, y: &BTreeSet<Specific>| -> Vec<String> {
-        x.difference(y).map(|s| s.text().to_owned()).collect()
+        x.difference(y)
+            .map(|s| s.text())
+            .filter(|s| !y.iter().any(|o| o.text().contains(s) || s.contains(o.text())))
+            .map(str::to_owned)
+            .collect()
     };
     let (only_a, only_b) = (only(&a, &b), only(&b, &a));
     if !only_a.is_empty() && !only_b.is_empty() {
@@ -186,6 +224,22 @@ pub fn contrast(first: &str, second: &str) -> Vec<Contrast> {
     match (condition(first), condition(second)) {
         (Some(marker), None) => found.push(Contrast::AddedCondition { marker, in_first: true }),
         (None, Some(marker)) => found.push(Contrast::AddedCondition { marker, in_first: false }),
+        _ => {}
+    }
+
+    // `only if` and `only when` are conditions, not a narrower scope.
+    let narrowing = |ws: &[String]| {
+        ws.iter()
+            .enumerate()
+            .find(|(i, w)| {
+                NARROWING.contains(&w.as_str())
+                    && !ws.get(i + 1).is_some_and(|next| matches!(next.as_str(), "if" | "when"))
+            })
+            .map(|(_, w)| w.clone())
+    };
+    match (narrowing(&wa), narrowing(&wb)) {
+        (Some(word), None) => found.push(Contrast::ScopeNarrowed { word, in_first: true }),
+        (None, Some(word)) => found.push(Contrast::ScopeNarrowed { word, in_first: false }),
         _ => {}
     }
 

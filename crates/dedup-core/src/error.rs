@@ -55,6 +55,9 @@ pub enum Error {
         /// What is wrong there.
         message: String,
     },
+    /// A local judge's parameter file is malformed or out of range.
+    #[error("invalid judge parameters: {0}")]
+    InvalidJudgeParams(String),
     /// A counter sum does not fit in the counter type.
     #[error("counter overflow while merging `{field}` of {survivor}")]
     CounterOverflow {

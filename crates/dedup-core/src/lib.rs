@@ -33,6 +33,7 @@ mod group;
 mod group_merge;
 mod json_reply;
 mod judge;
+mod local_judge;
 mod merge;
 mod playbook;
 mod quality;
@@ -42,7 +43,7 @@ mod threshold;
 
 pub use api_error::{MAX_API_ERROR_TEXT, api_error_message, error_chain, truncate_error_text};
 pub use content_hash::{ContentHash, normalize_content};
-pub use contrast::{Contrast, contrast};
+pub use contrast::{CONTRAST_KINDS, Contrast, contrast};
 pub use embedding::Embedding;
 pub use error::{Error, Result};
 pub use facts::{
@@ -62,6 +63,7 @@ pub use judge::{
     JudgeRules, MAX_CANONICAL_SENTENCES, MAX_REASON_CHARS, MemoryStatus, ValidatedResponse, Violation,
     validate_response,
 };
+pub use local_judge::{LocalJudge, LocalJudgeParams, PairJudgement, PairVerdict};
 pub use merge::{Absorbed, MergePlan, MergedGroup, merge_counters};
 pub use playbook::{CANONICAL_SECTIONS, Entry, EntryRef, Playbook};
 pub use quality::{Labelled, PairScore, score_grouping};
