@@ -144,7 +144,6 @@ impl LocalJudge {
 
     /// Judges a pair of texts whose embeddings have cosine `cosine`.
     pub fn judge(&self, first: &str, second: &str, cosine: f32) -> PairJudgement {
-        let p = &self.params;
         if normalize_content(first) == normalize_content(second) {
             return PairJudgement {
                 verdict: PairVerdict::Duplicate,
@@ -153,32 +152,48 @@ impl LocalJudge {
                 contrasts: Vec::new(),
             };
         }
-        if cosine < p.related_floor {
-            return PairJudgement {
-                verdict: PairVerdict::Unique,
-                cosine,
-                reasons: vec![format!("cosine {cosine:.3} is below {:.2}", p.related_floor)],
-                contrasts: Vec::new(),
-            };
-        }
-        let contrasts = contrast(first, second);
-        let vetoes: Vec<String> =
-            contrasts.iter().filter(|c| p.vetoes.iter().any(|v| v == c.kind())).map(ToString::to_string).collect();
-        let (verdict, mut reasons) = if cosine < p.duplicate_floor {
-            (PairVerdict::Related, vec![format!("cosine {cosine:.3} is below {:.2}", p.duplicate_floor)])
-        } else if vetoes.is_empty() {
-            (
-                PairVerdict::Duplicate,
-                vec![format!("cosine {cosine:.3} reaches {:.2} and nothing sets the texts apart", p.duplicate_floor)],
-            )
-        } else {
-            (PairVerdict::Related, vetoes)
+        // Below the related floor the contrasts cannot change the verdict.
+        let contrasts = if cosine < self.params.related_floor { Vec::new() } else { contrast(first, second) };
+        self.decide(cosine, contrasts)
+    }
+
+    /// The verdict on a pair of different texts from their cosine and their contrasts
+    /// (as [`contrast`] finds them), with reasons. [`LocalJudge::judge`] is this plus the
+    /// same-text rule and a shortcut below `related_floor`.
+    pub fn decide(&self, cosine: f32, contrasts: Vec<Contrast>) -> PairJudgement {
+        let p = &self.params;
+        let verdict = self.verdict(cosine, &contrasts);
+        let mut reasons = match verdict {
+            PairVerdict::Unique => vec![format!("cosine {cosine:.3} is below {:.2}", p.related_floor)],
+            PairVerdict::Related if cosine < p.duplicate_floor => {
+                vec![format!("cosine {cosine:.3} is below {:.2}", p.duplicate_floor)]
+            }
+            PairVerdict::Related => contrasts.iter().filter(|c| self.vetoes(c)).map(ToString::to_string).collect(),
+            PairVerdict::Duplicate => {
+                vec![format!("cosine {cosine:.3} reaches {:.2} and nothing sets the texts apart", p.duplicate_floor)]
+            }
         };
         if verdict == PairVerdict::Duplicate {
             // Contrasts that do not veto are listed as noted, not as causes.
             reasons.extend(contrasts.iter().map(|c| format!("noted, not decisive: {c}")));
         }
         PairJudgement { verdict, cosine, reasons, contrasts }
+    }
+
+    /// Only the verdict of [`LocalJudge::decide`] (for sweeps over many parameters).
+    pub fn verdict(&self, cosine: f32, contrasts: &[Contrast]) -> PairVerdict {
+        let p = &self.params;
+        if cosine < p.related_floor {
+            PairVerdict::Unique
+        } else if cosine < p.duplicate_floor || contrasts.iter().any(|c| self.vetoes(c)) {
+            PairVerdict::Related
+        } else {
+            PairVerdict::Duplicate
+        }
+    }
+
+    fn vetoes(&self, contrast: &Contrast) -> bool {
+        self.params.vetoes.iter().any(|v| v == contrast.kind())
     }
 }
 
