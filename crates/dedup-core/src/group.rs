@@ -71,6 +71,14 @@ pub struct Group {
 }
 
 impl Group {
+    /// A group of `members` (in input order) joined by the spanning tree `edges`, which
+    /// this sorts strongest first under the same total order as the spanning forest.
+    fn from_tree(members: Vec<usize>, mut edges: Vec<Edge>) -> Self {
+        edges.sort_by(|x, y| y.score.total_cmp(&x.score).then(x.a.cmp(&y.a)).then(x.b.cmp(&y.b)));
+        let weakest_link = edges.iter().map(|e| e.score).fold(f32::INFINITY, f32::min);
+        Group { members, edges, weakest_link }
+    }
+
     /// The member that survives a first-entry-wins merge.
     pub fn survivor(&self) -> usize {
         self.members[0]
@@ -288,15 +296,7 @@ fn assemble_groups(n: usize, forest: Vec<RawEdge>) -> Vec<Group> {
         let g = group_of_root[sets.find(e.a as usize)];
         edges[g].push(Edge { a: e.a as usize, b: e.b as usize, score: e.score });
     }
-    members
-        .into_iter()
-        .zip(edges)
-        .map(|(members, mut edges)| {
-            edges.sort_by(|x, y| y.score.total_cmp(&x.score).then(x.a.cmp(&y.a)).then(x.b.cmp(&y.b)));
-            let weakest_link = edges.iter().map(|e| e.score).fold(f32::INFINITY, f32::min);
-            Group { members, edges, weakest_link }
-        })
-        .collect()
+    members.into_iter().zip(edges).map(|(members, edges)| Group::from_tree(members, edges)).collect()
 }
 
 /// Union-find with path halving and union by size.
