@@ -19,6 +19,10 @@ use rayon::prelude::*;
 
 use crate::{Embedding, Error, Result, Threshold};
 
+mod guard;
+
+pub use guard::{GuardedGrouping, Linkage, RefusedLink, group_confirmed};
+
 /// Scores within this distance below the threshold count as reaching it, so that f32
 /// rounding never splits identical texts at threshold 1.0.
 pub const SCORE_TOLERANCE: f32 = 2e-6;
@@ -40,7 +44,8 @@ impl GroupOptions {
     }
 }
 
-/// A link between two input items whose cosine reached the threshold.
+/// A link between two input items whose cosine reached the threshold (or, for
+/// [`group_confirmed`], that a judge confirmed as duplicates).
 ///
 /// **Invariant:** `a < b` (input indices).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -49,7 +54,7 @@ pub struct Edge {
     pub a: usize,
     /// Index of the later item.
     pub b: usize,
-    /// Their cosine similarity.
+    /// Their cosine similarity, or the score the caller gave a confirmed pair.
     pub score: f32,
 }
 
@@ -57,7 +62,8 @@ pub struct Edge {
 ///
 /// **Invariants:** `members` are input indices in ascending (input) order, at least two;
 /// `edges` form a maximum spanning tree of the group (`members.len() - 1` edges, strongest
-/// first); `weakest_link` is the lowest score among them.
+/// first); `weakest_link` is the lowest score among them. Groups from [`group_confirmed`]
+/// in [`Linkage::Survivor`] mode span the group with a star around the survivor instead.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Group {
     /// Input indices of the members, in input order. The first one is the survivor.
