@@ -66,6 +66,18 @@ pub enum Error {
         /// Name of the surviving entry.
         survivor: String,
     },
+    /// A confirmed link, or a judge's score for a pair, that grouping cannot use.
+    #[error("invalid link ({a}, {b}) among {n} items: {problem}")]
+    InvalidLink {
+        /// The link's first index.
+        a: usize,
+        /// The link's second index.
+        b: usize,
+        /// How many items there are.
+        n: usize,
+        /// What is wrong with it.
+        problem: &'static str,
+    },
 }
 
 /// `Result` with this crate's [`Error`] as the default error type.

@@ -19,6 +19,10 @@ use rayon::prelude::*;
 
 use crate::{Embedding, Error, Result, Threshold};
 
+mod guard;
+
+pub use guard::{GuardedGrouping, Linkage, RefusedLink, group_confirmed};
+
 /// Scores within this distance below the threshold count as reaching it, so that f32
 /// rounding never splits identical texts at threshold 1.0.
 pub const SCORE_TOLERANCE: f32 = 2e-6;
@@ -40,7 +44,8 @@ impl GroupOptions {
     }
 }
 
-/// A link between two input items whose cosine reached the threshold.
+/// A link between two input items whose cosine reached the threshold (or, for
+/// [`group_confirmed`], that a judge confirmed as duplicates).
 ///
 /// **Invariant:** `a < b` (input indices).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -49,7 +54,7 @@ pub struct Edge {
     pub a: usize,
     /// Index of the later item.
     pub b: usize,
-    /// Their cosine similarity.
+    /// Their cosine similarity, or the score the caller gave a confirmed pair.
     pub score: f32,
 }
 
@@ -57,7 +62,8 @@ pub struct Edge {
 ///
 /// **Invariants:** `members` are input indices in ascending (input) order, at least two;
 /// `edges` form a maximum spanning tree of the group (`members.len() - 1` edges, strongest
-/// first); `weakest_link` is the lowest score among them.
+/// first); `weakest_link` is the lowest score among them. Groups from [`group_confirmed`]
+/// in [`Linkage::Survivor`] mode span the group with a star around the survivor instead.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Group {
     /// Input indices of the members, in input order. The first one is the survivor.
@@ -71,6 +77,14 @@ pub struct Group {
 }
 
 impl Group {
+    /// A group of `members` (in input order) joined by the spanning tree `edges`, which
+    /// this sorts strongest first under the same total order as the spanning forest.
+    fn from_tree(members: Vec<usize>, mut edges: Vec<Edge>) -> Self {
+        edges.sort_by(|x, y| y.score.total_cmp(&x.score).then(x.a.cmp(&y.a)).then(x.b.cmp(&y.b)));
+        let weakest_link = edges.iter().map(|e| e.score).fold(f32::INFINITY, f32::min);
+        Group { members, edges, weakest_link }
+    }
+
     /// The member that survives a first-entry-wins merge.
     pub fn survivor(&self) -> usize {
         self.members[0]
@@ -288,15 +302,7 @@ fn assemble_groups(n: usize, forest: Vec<RawEdge>) -> Vec<Group> {
         let g = group_of_root[sets.find(e.a as usize)];
         edges[g].push(Edge { a: e.a as usize, b: e.b as usize, score: e.score });
     }
-    members
-        .into_iter()
-        .zip(edges)
-        .map(|(members, mut edges)| {
-            edges.sort_by(|x, y| y.score.total_cmp(&x.score).then(x.a.cmp(&y.a)).then(x.b.cmp(&y.b)));
-            let weakest_link = edges.iter().map(|e| e.score).fold(f32::INFINITY, f32::min);
-            Group { members, edges, weakest_link }
-        })
-        .collect()
+    members.into_iter().zip(edges).map(|(members, edges)| Group::from_tree(members, edges)).collect()
 }
 
 /// Union-find with path halving and union by size.

@@ -3,10 +3,11 @@
 //! The main types are [`Embedding`] (a unit-normalised `f32` vector), [`Threshold`]
 //! (a similarity cut-off in `[0, 1]` resolved from argument, environment and default),
 //! [`group_by_similarity`] (connected components of the "cosine >= threshold" graph,
-//! computed tile by tile in parallel), [`MergePlan`] (seed 000's first-entry-wins merge
-//! with summed counters), [`ContentHash`] (SHA-256 of normalised text, the exact-duplicate
-//! key) and [`Playbook`] (the agent playbook file, round-tripped without
-//! losing fields it does not understand). For seed 002's fact memory, [`fact_key`] is the
+//! computed tile by tile in parallel), [`group_confirmed`] (groups from the links a judge
+//! confirmed, where a [`Linkage`] stops a hub from chaining non-duplicates), [`MergePlan`]
+//! (seed 000's first-entry-wins merge with summed counters), [`ContentHash`] (SHA-256 of
+//! normalised text, the exact-duplicate key) and [`Playbook`] (the agent playbook file,
+//! round-tripped without losing fields it does not understand). For seed 002's fact memory, [`fact_key`] is the
 //! casefolded duplicate key of a fact, [`FactPolicy`] says which facts a scope keeps and
 //! [`format_context`] renders a [`MemoryProfile`] and facts for a prompt within a token
 //! budget measured by a [`TokenCounter`]; [`parse_extracted_facts`] validates the facts a
@@ -52,7 +53,10 @@ pub use facts::{
     ProfileSection, TRUNCATION_MARKER, TokenCounter, UserContext, default_token_counter, fact_key, format_context,
     parse_extracted_facts,
 };
-pub use group::{Edge, Group, GroupOptions, SCORE_TOLERANCE, group_by_similarity, group_by_similarity_with};
+pub use group::{
+    Edge, Group, GroupOptions, GuardedGrouping, Linkage, RefusedLink, SCORE_TOLERANCE, group_by_similarity,
+    group_by_similarity_with, group_confirmed,
+};
 pub use group_merge::{
     MemberView, TextChoice, TextLimits, best_existing_text, canonical_text_problem, choose_survivor, choose_text,
     merge_metadata,
