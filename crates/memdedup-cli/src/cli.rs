@@ -286,6 +286,43 @@ pub(crate) struct EvalArgs {
     /// Print one JSON object.
     #[arg(long)]
     pub json: bool,
+    /// Which judge decides a pair: `cosine` (a pair is a duplicate when its cosine reaches
+    /// each `--threshold`) or `local` (the local judge: cosine bands and vetoing
+    /// contrasts; `--threshold` is then ignored).
+    #[arg(long, value_enum, default_value_t = PairJudgeArg::Cosine)]
+    pub judge: PairJudgeArg,
+    /// A parameter file for the local judge (default: the built-in one).
+    #[arg(long, value_name = "FILE")]
+    pub judge_params: Option<PathBuf>,
+    /// How groups are joined: `single` (chains of links), `survivor` (every member a
+    /// confirmed duplicate of the survivor) or `complete` (every pair confirmed).
+    /// Default: `single` for the cosine judge, `complete` for the local judge.
+    #[arg(long, value_enum)]
+    pub linkage: Option<LinkageArg>,
+    /// Evaluate the local judge over a grid of parameters (duplicate floors 0.45–0.80 and
+    /// every set of vetoes) instead; what `cargo xtask fit-judge` reads.
+    #[arg(long)]
+    pub sweep: bool,
+}
+
+/// A pair judge on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum PairJudgeArg {
+    /// Cosine similarity against a threshold (the seed's behaviour).
+    Cosine,
+    /// The local judge (cosine bands and vetoing contrasts, with reasons).
+    Local,
+}
+
+/// A grouping linkage on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum LinkageArg {
+    /// Connected components: a chain of links makes one group.
+    Single,
+    /// Every member must be a confirmed duplicate of the group's survivor.
+    Survivor,
+    /// Every pair of members must be confirmed duplicates.
+    Complete,
 }
 
 #[derive(Debug, Args)]

@@ -3,12 +3,15 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::{Context, Result, bail};
-use memdedup::crates::core::{Labelled, PairScore, score_grouping};
-use memdedup::{Embedding, Threshold, group_by_similarity};
+use memdedup::crates::core::{
+    CONTRAST_KINDS, Contrast, Edge, Labelled, Linkage, LocalJudge, LocalJudgeParams, PairScore, PairVerdict,
+    SCORE_TOLERANCE, contrast, group_confirmed, normalize_content, score_grouping,
+};
+use memdedup::{Embedding, Threshold};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::cli::{EvalArgs, GlobalArgs};
+use crate::cli::{EvalArgs, GlobalArgs, LinkageArg, PairJudgeArg};
 use crate::input::{display_name, read_text, without_bom};
 use crate::output::{emit, snippet};
 use crate::progress::embedding_bar;
@@ -28,9 +31,6 @@ struct LabelledLine {
     near: Option<String>,
 }
 
-/// Two items by index, and their cosine.
-type ScoredPair = (usize, usize, f64);
-
 /// A labelled memory, checked.
 struct Item {
     id: String,
@@ -42,10 +42,20 @@ struct Item {
 pub(crate) async fn run(global: &GlobalArgs, args: &EvalArgs) -> Result<()> {
     let name = display_name(&args.file);
     let items = parse_labelled(&read_text(&args.file)?, &name)?;
+    if args.judge_params.is_some() && args.judge != PairJudgeArg::Local {
+        bail!("--judge-params needs --judge local");
+    }
+    if args.sweep && (args.judge != PairJudgeArg::Local || !args.json) {
+        bail!("--sweep needs --judge local and --json");
+    }
     let thresholds: Vec<Threshold> = if args.threshold.is_empty() {
         DEFAULT_THRESHOLDS.iter().map(|&t| Threshold::new(t)).collect::<Result<_, _>>()?
     } else {
         args.threshold.iter().map(|&t| Threshold::new(t)).collect::<Result<_, _>>()?
+    };
+    let params = match &args.judge_params {
+        Some(path) => crate::input::read_judge_params(path)?,
+        None => LocalJudgeParams::builtin(),
     };
     let embedder = crate::open::collection_embedder(global).await??;
     let texts: Vec<&str> = items.iter().map(|i| i.text.as_str()).collect();
@@ -58,16 +68,206 @@ pub(crate) async fn run(global: &GlobalArgs, args: &EvalArgs) -> Result<()> {
     bar.finish_and_clear();
     let embeddings = embeddings.with_context(|| format!("cannot embed {name}"))?;
     let labels: Vec<Labelled> = items.iter().map(|i| i.label.clone()).collect();
+    let settings: Vec<Setting> = match args.judge {
+        PairJudgeArg::Cosine => thresholds
+            .iter()
+            .map(|&t| Setting::Cosine { threshold: t, linkage: linkage(args.linkage.unwrap_or(LinkageArg::Single)) })
+            .collect(),
+        PairJudgeArg::Local if args.sweep => sweep_settings(linkage(args.linkage.unwrap_or(LinkageArg::Complete))),
+        PairJudgeArg::Local => vec![Setting::Local {
+            judge: LocalJudge::new(params),
+            linkage: linkage(args.linkage.unwrap_or(LinkageArg::Complete)),
+        }],
+    };
+    let floor = settings.iter().map(Setting::floor).fold(1.0f32, f32::min);
+    let pairs = PairTable::new(&items, &embeddings, floor);
     let mut results = Vec::new();
-    for threshold in thresholds {
-        let groups = group_within_namespaces(&items, &embeddings, threshold)?;
-        results.push((threshold, score_grouping(&labels, &groups)));
+    for setting in settings {
+        let (groups, refused) = pairs.group(&setting)?;
+        let score = score_grouping(&labels, &groups);
+        results.push(Outcome { setting, score, refused });
     }
-    let summary = Summary { name: &name, model: embedder.model_id(), items: &items, embeddings: &embeddings };
+    let summary = Summary { name: &name, model: embedder.model_id(), items: &items, pairs: &pairs };
     if args.json {
         emit(&format!("{}\n", summary.json(&results, args.worst)))
     } else {
         emit(&summary.human(&results, args.worst))
+    }
+}
+
+fn linkage(arg: LinkageArg) -> Linkage {
+    match arg {
+        LinkageArg::Single => Linkage::Single,
+        LinkageArg::Survivor => Linkage::Survivor,
+        LinkageArg::Complete => Linkage::Complete,
+    }
+}
+
+fn linkage_name(linkage: Linkage) -> &'static str {
+    match linkage {
+        Linkage::Single => "single",
+        Linkage::Survivor => "survivor",
+        Linkage::Complete => "complete",
+    }
+}
+
+/// How pairs are judged and grouped in one row of the table.
+enum Setting {
+    /// A duplicate is a pair whose cosine reaches the threshold.
+    Cosine { threshold: Threshold, linkage: Linkage },
+    /// The local judge decides.
+    Local { judge: LocalJudge, linkage: Linkage },
+}
+
+impl Setting {
+    /// The lowest cosine at which this setting can confirm a pair of different texts.
+    fn floor(&self) -> f32 {
+        match self {
+            Setting::Cosine { threshold, .. } => threshold.as_f32() - SCORE_TOLERANCE,
+            Setting::Local { judge, .. } => judge.params().related_floor.min(judge.params().duplicate_floor),
+        }
+    }
+
+    fn linkage(&self) -> Linkage {
+        match self {
+            Setting::Cosine { linkage, .. } | Setting::Local { linkage, .. } => *linkage,
+        }
+    }
+
+    /// Whether the setting confirms `pair` as a duplicate.
+    fn confirms(&self, pair: &PairInfo) -> bool {
+        match self {
+            Setting::Cosine { threshold, .. } => pair.cosine >= threshold.as_f32() - SCORE_TOLERANCE,
+            Setting::Local { judge, .. } => {
+                pair.same_text || judge.verdict(pair.cosine, &pair.contrasts) == PairVerdict::Duplicate
+            }
+        }
+    }
+
+    /// Why the setting decided as it did on `pair` (`None`: the pair was not compared,
+    /// being in different namespaces or below every floor).
+    fn reasons(&self, pair: Option<&PairInfo>) -> Vec<String> {
+        let Some(pair) = pair else { return vec!["below the lowest cosine compared".to_owned()] };
+        match self {
+            Setting::Cosine { threshold, .. } => {
+                let relation = if self.confirms(pair) { "reaches" } else { "is below" };
+                vec![format!("cosine {:.3} {relation} {}", pair.cosine, threshold.get())]
+            }
+            Setting::Local { judge, .. } if pair.same_text => {
+                vec!["the texts are the same after normalisation".to_owned()]
+            }
+            Setting::Local { judge, .. } => judge.decide(pair.cosine, pair.contrasts.clone()).reasons,
+        }
+    }
+
+    fn json(&self) -> Value {
+        match self {
+            Setting::Cosine { threshold, linkage } => {
+                json!({"judge": "cosine", "threshold": threshold.get(), "linkage": linkage_name(*linkage)})
+            }
+            Setting::Local { judge, linkage } => json!({
+                "judge": "local", "duplicate_floor": judge.params().duplicate_floor,
+                "related_floor": judge.params().related_floor, "vetoes": judge.params().vetoes,
+                "linkage": linkage_name(*linkage),
+            }),
+        }
+    }
+
+    fn label(&self) -> String {
+        match self {
+            Setting::Cosine { threshold, .. } => format!("{:.2}", threshold.get()),
+            Setting::Local { judge, .. } => format!("local {:.2}", judge.params().duplicate_floor),
+        }
+    }
+}
+
+/// The grid `--sweep` evaluates: duplicate floors 0.45 to 0.80 by 0.05, each with every
+/// set of vetoes.
+fn sweep_settings(linkage: Linkage) -> Vec<Setting> {
+    let mut settings = Vec::new();
+    for step in 0..8u8 {
+        let duplicate_floor = 0.45 + 0.05 * f32::from(step);
+        for mask in 0..(1u32 << CONTRAST_KINDS.len()) {
+            let vetoes = CONTRAST_KINDS
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| mask & (1 << i) != 0)
+                .map(|(_, k)| (*k).to_owned())
+                .collect();
+            let params =
+                LocalJudgeParams { duplicate_floor, related_floor: duplicate_floor.min(0.4), vetoes, fitted: None };
+            settings.push(Setting::Local { judge: LocalJudge::new(params), linkage });
+        }
+    }
+    settings
+}
+
+/// One row of the table.
+struct Outcome {
+    setting: Setting,
+    score: PairScore,
+    /// Links the linkage refused.
+    refused: usize,
+}
+
+/// A compared pair: same namespace, cosine at least the lowest floor of the settings.
+struct PairInfo {
+    cosine: f32,
+    same_text: bool,
+    contrasts: Vec<Contrast>,
+}
+
+/// Every compared pair, by `(lower index, higher index)`.
+struct PairTable {
+    n: usize,
+    pairs: BTreeMap<(usize, usize), PairInfo>,
+    /// Cosines of every pair within a namespace (also those below the floor), for reports.
+    embeddings: Vec<Embedding>,
+}
+
+impl PairTable {
+    fn new(items: &[Item], embeddings: &[Embedding], floor: f32) -> PairTable {
+        let normalized: Vec<String> = items.iter().map(|i| normalize_content(&i.text)).collect();
+        let mut pairs = BTreeMap::new();
+        for a in 0..items.len() {
+            for b in a + 1..items.len() {
+                if items[a].namespace != items[b].namespace {
+                    continue;
+                }
+                let cosine = embeddings[a].cosine(&embeddings[b]).unwrap_or(f32::NAN);
+                let same_text = normalized[a] == normalized[b];
+                if !(cosine >= floor || same_text) {
+                    continue;
+                }
+                let contrasts = if same_text { Vec::new() } else { contrast(&items[a].text, &items[b].text) };
+                pairs.insert((a, b), PairInfo { cosine, same_text, contrasts });
+            }
+        }
+        PairTable { n: items.len(), pairs, embeddings: embeddings.to_vec() }
+    }
+
+    fn get(&self, a: usize, b: usize) -> Option<&PairInfo> {
+        self.pairs.get(&(a.min(b), a.max(b)))
+    }
+
+    fn cosine(&self, a: usize, b: usize) -> f64 {
+        self.embeddings[a].cosine(&self.embeddings[b]).map_or(f64::NAN, f64::from)
+    }
+
+    /// The groups `setting` forms, and how many links its linkage refused.
+    fn group(&self, setting: &Setting) -> Result<(Vec<Vec<usize>>, usize)> {
+        let links: Vec<Edge> = self
+            .pairs
+            .iter()
+            .filter(|(_, p)| setting.confirms(p))
+            .map(|(&(a, b), p)| Edge { a, b, score: p.cosine })
+            .collect();
+        let check = |a: usize, b: usize| match self.get(a, b) {
+            Some(p) if setting.confirms(p) => Ok(p.cosine),
+            other => Err(setting.reasons(other).join("; ")),
+        };
+        let grouped = group_confirmed(self.n, &links, setting.linkage(), check)?;
+        Ok((grouped.groups.into_iter().map(|g| g.members).collect(), grouped.refused.len()))
     }
 }
 
@@ -122,43 +322,43 @@ fn parse_labelled(text: &str, name: &str) -> Result<Vec<Item>> {
     Ok(items.into_iter().map(|(_, item)| item).collect())
 }
 
-/// Groups at `threshold`, each namespace on its own (as `scan` does by default).
-fn group_within_namespaces(items: &[Item], embeddings: &[Embedding], threshold: Threshold) -> Result<Vec<Vec<usize>>> {
-    let mut partitions: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-    for (i, item) in items.iter().enumerate() {
-        partitions.entry(item.namespace.as_str()).or_default().push(i);
-    }
-    let mut groups = Vec::new();
-    for members in partitions.values() {
-        let vectors: Vec<Embedding> = members.iter().map(|&i| embeddings[i].clone()).collect();
-        for group in group_by_similarity(&vectors, threshold)? {
-            groups.push(group.members.iter().map(|&m| members[m]).collect());
-        }
-    }
-    Ok(groups)
-}
-
 struct Summary<'a> {
     name: &'a str,
     model: &'a str,
     items: &'a [Item],
-    embeddings: &'a [Embedding],
+    pairs: &'a PairTable,
+}
+
+/// A listed pair: two items, their cosine, and why the setting decided as it did.
+struct ListedPair {
+    a: usize,
+    b: usize,
+    cosine: f64,
+    reasons: Vec<String>,
 }
 
 impl Summary<'_> {
-    fn cosine(&self, a: usize, b: usize) -> f64 {
-        self.embeddings[a].cosine(&self.embeddings[b]).map_or(f64::NAN, f64::from)
-    }
-
     /// The false pairs with the highest cosine, then the missed pairs with the lowest.
-    fn worst(&self, score: &PairScore, n: usize) -> (Vec<ScoredPair>, Vec<ScoredPair>) {
-        let mut false_pairs: Vec<_> = score.false_pair_list.iter().map(|&(a, b)| (a, b, self.cosine(a, b))).collect();
-        false_pairs.sort_by(|x, y| y.2.total_cmp(&x.2).then((x.0, x.1).cmp(&(y.0, y.1))));
-        false_pairs.truncate(n);
-        let mut missed: Vec<_> = score.missed_pair_list.iter().map(|&(a, b)| (a, b, self.cosine(a, b))).collect();
-        missed.sort_by(|x, y| x.2.total_cmp(&y.2).then((x.0, x.1).cmp(&(y.0, y.1))));
-        missed.truncate(n);
-        (false_pairs, missed)
+    fn worst(&self, outcome: &Outcome, n: usize) -> (Vec<ListedPair>, Vec<ListedPair>) {
+        let listed = |list: &[(usize, usize)], highest_first: bool| {
+            let mut pairs: Vec<(usize, usize, f64)> =
+                list.iter().map(|&(a, b)| (a, b, self.pairs.cosine(a, b))).collect();
+            pairs.sort_by(|x, y| {
+                let by_cosine = if highest_first { y.2.total_cmp(&x.2) } else { x.2.total_cmp(&y.2) };
+                by_cosine.then((x.0, x.1).cmp(&(y.0, y.1)))
+            });
+            pairs.truncate(n);
+            pairs
+                .into_iter()
+                .map(|(a, b, cosine)| ListedPair {
+                    a,
+                    b,
+                    cosine,
+                    reasons: outcome.setting.reasons(self.pairs.get(a, b)),
+                })
+                .collect::<Vec<_>>()
+        };
+        (listed(&outcome.score.false_pair_list, true), listed(&outcome.score.missed_pair_list, false))
     }
 
     fn counts(&self) -> (usize, usize) {
@@ -166,40 +366,62 @@ impl Summary<'_> {
         (clusters.len(), self.items.iter().filter(|i| i.label.near.is_some()).count())
     }
 
-    fn pair_json(&self, (a, b, cosine): ScoredPair) -> Value {
+    fn pair_json(&self, pair: ListedPair) -> Value {
         json!({
-            "a": self.items[a].id, "b": self.items[b].id, "cosine": (cosine * 10_000.0).round() / 10_000.0,
-            "clusters": [self.items[a].label.cluster, self.items[b].label.cluster],
+            "a": self.items[pair.a].id, "b": self.items[pair.b].id,
+            "cosine": (pair.cosine * 10_000.0).round() / 10_000.0,
+            "clusters": [self.items[pair.a].label.cluster, self.items[pair.b].label.cluster],
+            "reasons": pair.reasons,
         })
     }
 
-    fn json(&self, results: &[(Threshold, PairScore)], worst: usize) -> Value {
+    fn json(&self, results: &[Outcome], worst: usize) -> Value {
         let (clusters, negatives) = self.counts();
         let rows: Vec<Value> = results
             .iter()
-            .map(|(threshold, s)| {
-                let (false_pairs, missed) = self.worst(s, worst);
-                json!({
-                    "threshold": threshold.get(),
+            .map(|outcome| {
+                let s = &outcome.score;
+                let (false_pairs, missed) = self.worst(outcome, worst);
+                let mut row = outcome.setting.json();
+                let fields = json!({
                     "precision": s.precision, "recall": s.recall, "f1": s.f1,
                     "true_pairs": s.true_pairs, "false_pairs": s.false_pairs, "missed_pairs": s.missed_pairs,
                     "false_pairs_with_hard_negative": s.false_pairs_with_hard_negative,
                     "hard_negatives_merged": s.hard_negatives_merged,
+                    "refused_links": outcome.refused,
                     "worst_false_pairs": false_pairs.into_iter().map(|p| self.pair_json(p)).collect::<Vec<_>>(),
                     "worst_missed_pairs": missed.into_iter().map(|p| self.pair_json(p)).collect::<Vec<_>>(),
-                })
+                });
+                if let (Some(row), Value::Object(fields)) = (row.as_object_mut(), fields) {
+                    row.extend(fields);
+                }
+                row
             })
             .collect();
+        let judge = results.first().map_or("cosine", |o| match o.setting {
+            Setting::Cosine { .. } => "cosine",
+            Setting::Local { .. } => "local",
+        });
         json!({
             "file": self.name, "model": self.model, "items": self.items.len(), "clusters": clusters,
-            "hard_negatives": negatives, "judge": "cosine", "results": rows,
+            "hard_negatives": negatives, "judge": judge, "results": rows,
         })
     }
 
-    fn human(&self, results: &[(Threshold, PairScore)], worst: usize) -> String {
+    fn human(&self, results: &[Outcome], worst: usize) -> String {
         let (clusters, negatives) = self.counts();
+        let judge = match results.first().map(|o| &o.setting) {
+            Some(Setting::Local { judge, linkage }) => format!(
+                "local (duplicate floor {:.2}, vetoes: {}, {} linkage)",
+                judge.params().duplicate_floor,
+                if judge.params().vetoes.is_empty() { "none".to_owned() } else { judge.params().vetoes.join(", ") },
+                linkage_name(*linkage)
+            ),
+            Some(Setting::Cosine { linkage, .. }) => format!("cosine, {} linkage", linkage_name(*linkage)),
+            None => "cosine".to_owned(),
+        };
         let mut out = format!(
-            "{}: {} memories in {clusters} clusters, {negatives} hard negatives; judge: cosine ({})\n\n",
+            "{}: {} memories in {clusters} clusters, {negatives} hard negatives; judge: {judge} ({})\n\n",
             self.name,
             self.items.len(),
             self.model
@@ -207,10 +429,11 @@ impl Summary<'_> {
         out.push_str(
             "threshold  precision  recall     F1  false pairs  with a hard negative  negatives merged  missed\n",
         );
-        for (threshold, s) in results {
+        for outcome in results {
+            let s = &outcome.score;
             out.push_str(&format!(
-                "{:>9.2}  {:>9.3}  {:>6.3}  {:>5.3}  {:>11}  {:>20}  {:>16}  {:>6}\n",
-                threshold.get(),
+                "{:>9}  {:>9.3}  {:>6.3}  {:>5.3}  {:>11}  {:>20}  {:>16}  {:>6}\n",
+                outcome.setting.label(),
                 s.precision,
                 s.recall,
                 s.f1,
@@ -220,25 +443,31 @@ impl Summary<'_> {
                 s.missed_pairs
             ));
         }
-        let Some((threshold, best)) = results.iter().max_by(|a, b| a.1.f1.total_cmp(&b.1.f1)) else { return out };
+        let Some(best) = results.iter().max_by(|a, b| a.score.f1.total_cmp(&b.score.f1)) else { return out };
+        if best.refused > 0 {
+            out.push_str(&format!("\n{} links refused by the linkage\n", best.refused));
+        }
         let (false_pairs, missed) = self.worst(best, worst);
         if !false_pairs.is_empty() || !missed.is_empty() {
-            out.push_str(&format!("\nworst mistakes at {} (the best F1):\n", threshold.get()));
+            out.push_str(&format!("\nworst mistakes at {} (the best F1):\n", best.setting.label()));
         }
-        let line = |kind: &str, (a, b, cosine): ScoredPair| {
+        let line = |kind: &str, pair: &ListedPair| {
             format!(
-                "  {kind:<6} {cosine:.4}  {} {:?}\n{:>17} {} {:?}\n",
-                self.items[a].id,
-                snippet(&self.items[a].text, 80),
+                "  {kind:<6} {:.4}  {} {:?}\n{:>17} {} {:?}\n{:>17} because: {}\n",
+                pair.cosine,
+                self.items[pair.a].id,
+                snippet(&self.items[pair.a].text, 80),
                 "",
-                self.items[b].id,
-                snippet(&self.items[b].text, 80)
+                self.items[pair.b].id,
+                snippet(&self.items[pair.b].text, 80),
+                "",
+                pair.reasons.join("; ")
             )
         };
-        for pair in false_pairs {
+        for pair in &false_pairs {
             out.push_str(&line("false", pair));
         }
-        for pair in missed {
+        for pair in &missed {
             out.push_str(&line("missed", pair));
         }
         out

@@ -296,6 +296,15 @@ pub(crate) fn parse_memory_id(raw: &str) -> Result<(MemoryId, Option<Scope>)> {
     Ok((digits_only(id)?, Some(scope)))
 }
 
+/// Reads a local judge's parameter file (JSON, as `cargo xtask fit-judge` writes it);
+/// errors name the file.
+pub(crate) fn read_judge_params(path: &Path) -> Result<memdedup::crates::core::LocalJudgeParams> {
+    let name = display_name(path);
+    let text = read_text(path)?;
+    memdedup::crates::core::LocalJudgeParams::parse(without_bom(&text))
+        .with_context(|| format!("{name}: cannot use it"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
