@@ -10,9 +10,11 @@ use serde_json::{Value, json};
 pub const HELP: &str = "\
 Builds the CLI, fetches the model if needed, and runs
 `memdedup eval tests/fixtures/labelled/tune.jsonl --judge local --sweep --json`, which
-evaluates the local judge with complete linkage at duplicate floors 0.45 to 0.80 and every
-set of vetoes. Picks the setting with the best pair F1 (ties: fewer hard negatives merged,
-then the higher floor, then fewer vetoes) and writes it, with its scores, to
+evaluates the local judge with complete linkage at duplicate floors 0.30 to 0.80 and every
+set of vetoes. Picks the setting with the best pair F0.5 — precision weighs twice as much
+as recall, because a wrong merge loses a memory while a missed one only costs context —
+(ties: fewer hard negatives merged, then the higher floor, then fewer vetoes) and writes
+it, with its scores, to
 crates/dedup-core/src/local_judge/params.json, the judge's built-in parameters. Only the
 tuning half is read; the held-out half stays unseen.";
 
@@ -39,12 +41,18 @@ pub fn run(root: &Path) -> Result<()> {
     Ok(())
 }
 
-/// The row with the best F1; ties go to fewer hard negatives merged, then the higher
+/// F-beta at beta 0.5: precision weighs twice as much as recall.
+fn f_half(row: &Value) -> f64 {
+    let (p, r) = (row["precision"].as_f64().unwrap_or(0.0), row["recall"].as_f64().unwrap_or(0.0));
+    if p + r == 0.0 { 0.0 } else { 1.25 * p * r / (0.25 * p + r) }
+}
+
+/// The row with the best F0.5; ties go to fewer hard negatives merged, then the higher
 /// floor, then fewer vetoes.
 fn best_row(rows: &[Value]) -> Option<&Value> {
     let key = |row: &Value| {
         (
-            row["f1"].as_f64().unwrap_or(0.0),
+            f_half(row),
             -(row["hard_negatives_merged"].as_f64().unwrap_or(f64::MAX)),
             row["duplicate_floor"].as_f64().unwrap_or(0.0),
             -(row["vetoes"].as_array().map_or(0, Vec::len) as f64),
@@ -72,6 +80,7 @@ fn params_json(row: &Value, settings: usize) -> Result<Value> {
             "precision": round("precision")?,
             "recall": round("recall")?,
             "f1": round("f1")?,
+            "f_half": (f_half(row) * 1000.0).round() / 1000.0,
             "hard_negatives_merged": field("hard_negatives_merged")?,
         },
     }))
@@ -81,26 +90,31 @@ fn params_json(row: &Value, settings: usize) -> Result<Value> {
 mod tests {
     use super::*;
 
-    fn row(floor: f64, f1: f64, merged: u64, vetoes: &[&str]) -> Value {
+    fn row(floor: f64, precision: f64, recall: f64, merged: u64, vetoes: &[&str]) -> Value {
         json!({"duplicate_floor": floor, "related_floor": 0.4, "vetoes": vetoes, "linkage": "complete",
-            "precision": 0.5, "recall": 0.5, "f1": f1, "hard_negatives_merged": merged})
+            "precision": precision, "recall": recall, "f1": 2.0 * precision * recall / (precision + recall),
+            "hard_negatives_merged": merged})
     }
 
     #[test]
-    fn the_best_f1_wins_and_ties_prefer_safer_settings() {
-        let rows = [row(0.5, 0.4, 10, &[]), row(0.55, 0.45, 12, &["a"]), row(0.6, 0.45, 9, &["a", "b"])];
-        assert_eq!(best_row(&rows).unwrap()["duplicate_floor"], 0.6);
-        let tie = [row(0.5, 0.45, 9, &["a"]), row(0.55, 0.45, 9, &["a", "b"]), row(0.55, 0.45, 9, &["a"])];
+    fn the_best_f_half_wins_and_ties_prefer_safer_settings() {
+        // The same F1, but the first is more precise: F0.5 prefers it.
+        let rows = [row(0.5, 0.8, 0.4, 10, &[]), row(0.55, 0.4, 0.8, 12, &["a"]), row(0.6, 0.3, 0.3, 9, &["a"])];
+        assert_eq!(best_row(&rows).unwrap()["duplicate_floor"], 0.5);
+        assert!((f_half(&rows[0]) - 0.6667).abs() < 1e-3, "{}", f_half(&rows[0]));
+        let tie = [row(0.5, 0.6, 0.5, 9, &["a"]), row(0.55, 0.6, 0.5, 9, &["a", "b"]), row(0.55, 0.6, 0.5, 9, &["a"])];
         assert_eq!(best_row(&tie).unwrap(), &tie[2]);
         assert!(best_row(&[]).is_none());
+        assert_eq!(f_half(&json!({})), 0.0);
     }
 
     #[test]
     fn the_parameter_file_records_its_scores() {
-        let params = params_json(&row(0.55, 0.45123, 9, &["negation_flip"]), 512).unwrap();
+        let params = params_json(&row(0.55, 0.5, 0.5, 9, &["negation_flip"]), 512).unwrap();
         assert_eq!(params["duplicate_floor"], 0.55);
         assert_eq!(params["vetoes"], json!(["negation_flip"]));
-        assert_eq!(params["fitted"]["f1"], 0.451);
+        assert_eq!(params["fitted"]["f1"], 0.5);
+        assert_eq!(params["fitted"]["f_half"], 0.5);
         assert_eq!(params["fitted"]["settings_tried"], 512);
         assert!(params_json(&json!({}), 1).unwrap_err().to_string().contains("`duplicate_floor` missing"));
     }

@@ -52,6 +52,22 @@ pub enum Contrast {
         /// True when the restriction is in the first text.
         in_first: bool,
     },
+    /// The texts are the same sentence but for a few words replaced (`two` → `one`,
+    /// `half` → `full`, `prefers` → `dislikes`): a near copy that changes its claim.
+    WordsReplaced {
+        /// The first text's words that the second replaces.
+        first: Vec<String>,
+        /// The second text's replacements.
+        second: Vec<String>,
+    },
+    /// One text is the other plus a phrase of two or more words (`to the ledger tables`):
+    /// the same claim narrowed or extended.
+    WordsAdded {
+        /// The added words.
+        words: Vec<String>,
+        /// True when the first text has them.
+        in_first: bool,
+    },
     /// Named entities that differ: each text names one the other does not.
     EntitiesDiffer {
         /// Those only the first text names.
@@ -62,8 +78,16 @@ pub enum Contrast {
 }
 
 /// The names of the contrast signals, as [`Contrast::kind`] gives them.
-pub const CONTRAST_KINDS: [&str; 6] =
-    ["specifics_differ", "opposite_words", "negation_flip", "added_condition", "scope_narrowed", "entities_differ"];
+pub const CONTRAST_KINDS: [&str; 8] = [
+    "specifics_differ",
+    "opposite_words",
+    "negation_flip",
+    "added_condition",
+    "scope_narrowed",
+    "words_replaced",
+    "words_added",
+    "entities_differ",
+];
 
 impl Contrast {
     /// The signal's name (one of [`CONTRAST_KINDS`]), as serialised in `signal`.
@@ -74,7 +98,9 @@ impl Contrast {
             Contrast::NegationFlip { .. } => CONTRAST_KINDS[2],
             Contrast::AddedCondition { .. } => CONTRAST_KINDS[3],
             Contrast::ScopeNarrowed { .. } => CONTRAST_KINDS[4],
-            Contrast::EntitiesDiffer { .. } => CONTRAST_KINDS[5],
+            Contrast::WordsReplaced { .. } => CONTRAST_KINDS[5],
+            Contrast::WordsAdded { .. } => CONTRAST_KINDS[6],
+            Contrast::EntitiesDiffer { .. } => CONTRAST_KINDS[7],
         }
     }
 }
@@ -95,6 +121,12 @@ impl fmt::Display for Contrast {
             Contrast::ScopeNarrowed { word, in_first } => {
                 write!(f, "only the {} text narrows the claim ({word:?})", if *in_first { "first" } else { "second" })
             }
+            Contrast::WordsReplaced { first, second } => {
+                write!(f, "words replaced: {} vs {}", first.join(" "), second.join(" "))
+            }
+            Contrast::WordsAdded { words, in_first } => {
+                write!(f, "only the {} text adds {:?}", if *in_first { "first" } else { "second" }, words.join(" "))
+            }
             Contrast::EntitiesDiffer { first, second } => {
                 write!(f, "entities differ: {} vs {}", first.join(", "), second.join(", "))
             }
@@ -103,10 +135,17 @@ impl fmt::Display for Contrast {
 }
 
 /// Pairs of words of opposite meaning, compared on lowercase stems.
-const OPPOSITES: [(&str, &str); 40] = [
+const OPPOSITES: [(&str, &str); 47] = [
+    ("prefer", "dislike"),
+    ("like", "dislike"),
+    ("metric", "imperial"),
+    ("allow", "forbid"),
+    ("required", "optional"),
+    ("mandatory", "optional"),
+    ("single", "split"),
+    ("keep", "drop"),
     ("long", "short"),
     ("buy", "sell"),
-    ("before", "after"),
     ("always", "never"),
     ("enable", "disable"),
     ("increase", "decrease"),
@@ -187,12 +226,15 @@ pub fn contrast(first: &str, second: &str) -> Vec<Contrast> {
     let (a, b) = (specifics(first), specifics(second));
     // A specific that is part of one of the other side's (`-D warnings` in `cargo clippy
     // -- -D warnings`), or holds one, is the same detail written more or less fully.
+    // Numbers are compared whole (`1` is not part of `413`).
     let only = |x: &BTreeSet<Specific>, y: &BTreeSet<Specific>| -> Vec<String> {
-        x.difference(y)
-            .map(|s| s.text())
-            .filter(|s| !y.iter().any(|o| o.text().contains(s) || s.contains(o.text())))
-            .map(str::to_owned)
-            .collect()
+        let written_out = |s: &Specific| {
+            !matches!(s, Specific::Number(_))
+                && y.iter()
+                    .filter(|o| !matches!(o, Specific::Number(_)))
+                    .any(|o| o.text().contains(s.text()) || s.text().contains(o.text()))
+        };
+        x.difference(y).filter(|s| !written_out(s)).map(|s| s.text().to_owned()).collect()
     };
     let (only_a, only_b) = (only(&a, &b), only(&b, &a));
     if !only_a.is_empty() && !only_b.is_empty() {
@@ -200,20 +242,40 @@ pub fn contrast(first: &str, second: &str) -> Vec<Contrast> {
     }
 
     let (wa, wb) = (words(first), words(second));
-    let stems_a: BTreeSet<String> = wa.iter().map(|w| stem(w)).collect();
-    let stems_b: BTreeSet<String> = wb.iter().map(|w| stem(w)).collect();
+    let has = |ws: &[String], term: &str| ws.iter().any(|w| same_word(w, term));
     for (x, y) in OPPOSITES {
         for (p, q) in [(x, y), (y, x)] {
-            if stems_a.contains(p) && !stems_a.contains(q) && stems_b.contains(q) && !stems_b.contains(p) {
+            if has(&wa, p) && !has(&wa, q) && has(&wb, q) && !has(&wb, p) {
                 found.push(Contrast::OppositeWords { first: p.to_owned(), second: q.to_owned() });
             }
         }
     }
 
+    // A negation counts when the word it negates is one the other text says plainly
+    // ("never retry 429s" / "retry 429s with backoff"); a paraphrase that turns "never use
+    // X" into "prefer Y" negates nothing the other says.
+    let negates = |ws: &[String], other: &[String]| {
+        ws.iter().enumerate().find_map(|(i, w)| {
+            if !(NEGATIONS.contains(&w.as_str()) || w.ends_with("n't")) {
+                return None;
+            }
+            let negated =
+                ws[i + 1..].iter().find(|n| !matches!(n.as_str(), "to" | "be" | "ever" | "a" | "an" | "the"))?;
+            other.iter().any(|o| same_word(o, negated)).then(|| w.clone())
+        })
+    };
     let negation = |ws: &[String]| ws.iter().find(|w| NEGATIONS.contains(&w.as_str()) || w.ends_with("n't")).cloned();
     match (negation(&wa), negation(&wb)) {
-        (Some(word), None) => found.push(Contrast::NegationFlip { word, in_first: true }),
-        (None, Some(word)) => found.push(Contrast::NegationFlip { word, in_first: false }),
+        (Some(_), None) => {
+            if let Some(word) = negates(&wa, &wb) {
+                found.push(Contrast::NegationFlip { word, in_first: true });
+            }
+        }
+        (None, Some(_)) => {
+            if let Some(word) = negates(&wb, &wa) {
+                found.push(Contrast::NegationFlip { word, in_first: false });
+            }
+        }
         _ => {}
     }
 
@@ -227,13 +289,16 @@ pub fn contrast(first: &str, second: &str) -> Vec<Contrast> {
         _ => {}
     }
 
-    // `only if` and `only when` are conditions, not a narrower scope.
+    // `only if` and `only when` are conditions, and `only after`, `only once`, `only be`
+    // stress an order or a rule: none is a narrower scope.
     let narrowing = |ws: &[String]| {
         ws.iter()
             .enumerate()
             .find(|(i, w)| {
                 NARROWING.contains(&w.as_str())
-                    && !ws.get(i + 1).is_some_and(|next| matches!(next.as_str(), "if" | "when"))
+                    && !ws.get(i + 1).is_some_and(|next| {
+                        matches!(next.as_str(), "if" | "when" | "after" | "before" | "once" | "then" | "be")
+                    })
             })
             .map(|(_, w)| w.clone())
     };
@@ -243,11 +308,20 @@ pub fn contrast(first: &str, second: &str) -> Vec<Contrast> {
         _ => {}
     }
 
+    found.extend(word_edits(&wa, &wb));
+
     let (ea, eb) = (entities(first), entities(second));
     let lower_a: BTreeSet<String> = wa.iter().cloned().collect();
     let lower_b: BTreeSet<String> = wb.iter().cloned().collect();
-    let only_a: Vec<String> = ea.iter().filter(|e| !lower_b.contains(&e.to_lowercase())).cloned().collect();
-    let only_b: Vec<String> = eb.iter().filter(|e| !lower_a.contains(&e.to_lowercase())).cloned().collect();
+    // An entity whose name starts another's (`ETH` / `Ethereum`) is taken for the same.
+    let named = |e: &String, words: &BTreeSet<String>| {
+        let e = e.to_lowercase();
+        words
+            .iter()
+            .any(|w| *w == e || (e.len() >= 3 && w.len() >= 3 && (w.starts_with(&e) || e.starts_with(w.as_str()))))
+    };
+    let only_a: Vec<String> = ea.iter().filter(|e| !named(e, &lower_b)).cloned().collect();
+    let only_b: Vec<String> = eb.iter().filter(|e| !named(e, &lower_a)).cloned().collect();
     if !only_a.is_empty() && !only_b.is_empty() {
         found.push(Contrast::EntitiesDiffer { first: only_a, second: only_b });
     }
@@ -260,6 +334,66 @@ fn words(text: &str) -> Vec<String> {
         .filter(|w| !w.is_empty())
         .map(|w| w.replace('’', "'").to_lowercase())
         .collect()
+}
+
+/// Words outside the longest common subsequence, per side, and the length of that
+/// subsequence. Ties keep the earliest match of the first text, so that swapping the
+/// sides finds the same words.
+fn word_diff<'a>(a: &'a [String], b: &'a [String]) -> (Vec<&'a str>, Vec<&'a str>, usize) {
+    let (n, m) = (a.len(), b.len());
+    // lcs[i][j]: the longest common subsequence of a[i..] and b[j..].
+    let mut lcs = vec![vec![0usize; m + 1]; n + 1];
+    for i in (0..n).rev() {
+        for j in (0..m).rev() {
+            lcs[i][j] = if a[i] == b[j] { lcs[i + 1][j + 1] + 1 } else { lcs[i + 1][j].max(lcs[i][j + 1]) };
+        }
+    }
+    let (mut only_a, mut only_b) = (Vec::new(), Vec::new());
+    let (mut i, mut j) = (0, 0);
+    while i < n && j < m {
+        if a[i] == b[j] {
+            i += 1;
+            j += 1;
+        } else if lcs[i + 1][j] >= lcs[i][j + 1] {
+            only_a.push(a[i].as_str());
+            i += 1;
+        } else {
+            only_b.push(b[j].as_str());
+            j += 1;
+        }
+    }
+    only_a.extend(a[i..].iter().map(String::as_str));
+    only_b.extend(b[j..].iter().map(String::as_str));
+    (only_a, only_b, lcs[0][0])
+}
+
+/// Near copies: the same words in the same order but for a few replaced
+/// ([`Contrast::WordsReplaced`]: at most three per side, and the shared words at least
+/// four and 60 % of the longer text) or a phrase of two or more words added
+/// ([`Contrast::WordsAdded`]: the shorter text entirely shared).
+fn word_edits(wa: &[String], wb: &[String]) -> Option<Contrast> {
+    let (only_a, only_b, common) = word_diff(wa, wb);
+    let owned = |ws: &[&str]| ws.iter().map(|w| (*w).to_owned()).collect::<Vec<_>>();
+    let longer = wa.len().max(wb.len());
+    match (only_a.len(), only_b.len()) {
+        (1..=3, 1..=3) if common >= 4 && common * 10 >= longer * 6 => {
+            Some(Contrast::WordsReplaced { first: owned(&only_a), second: owned(&only_b) })
+        }
+        (0, 2..) if common >= 4 => Some(Contrast::WordsAdded { words: owned(&only_b), in_first: false }),
+        (2.., 0) if common >= 4 => Some(Contrast::WordsAdded { words: owned(&only_a), in_first: true }),
+        _ => None,
+    }
+}
+
+/// Whether `word` is `term` up to inflection: equal stems, or stems sharing a prefix of
+/// five letters or more that leaves at most two of the shorter one (`enabled` / `enable`,
+/// `rewritten` / `rewrite`), or one of four letters starting the other (`prefers` /
+/// `prefer`).
+fn same_word(word: &str, term: &str) -> bool {
+    let (w, t) = (stem(word), stem(term));
+    let shared = w.chars().zip(t.chars()).take_while(|(x, y)| x == y).count();
+    let shorter = w.chars().count().min(t.chars().count());
+    w == t || (shorter >= 4 && shared == shorter) || (shared >= 5 && shared + 2 >= shorter)
 }
 
 /// A crude stem: common inflections removed, so `shorting` meets `short`.
@@ -345,7 +479,7 @@ mod tests {
             "Rotate the API keys every month.",
             "Rotate the API keys every month unless the vendor forbids it.",
         );
-        assert_eq!(found, [Contrast::AddedCondition { marker: "unless".into(), in_first: false }]);
+        assert!(found.contains(&Contrast::AddedCondition { marker: "unless".into(), in_first: false }), "{found:?}");
         let found = contrast(
             "Never use SELECT * in production queries except in ad-hoc admin scripts.",
             "Never use SELECT * in production queries.",
@@ -354,14 +488,41 @@ mod tests {
     }
 
     #[test]
+    fn a_near_copy_with_words_replaced_or_added_is_a_contrast() {
+        let found = contrast(
+            "Every schema change needs an ADR reviewed by two senior engineers.",
+            "Every schema change needs an ADR reviewed by one senior engineer.",
+        );
+        let replaced = Contrast::WordsReplaced {
+            first: vec!["two".into(), "engineers".into()],
+            second: vec!["one".into(), "engineer".into()],
+        };
+        assert_eq!(found, [replaced]);
+        assert_eq!(found[0].to_string(), "words replaced: two engineers vs one engineer");
+        let found = contrast(
+            "Every schema change needs an ADR reviewed by two senior engineers.",
+            "Every schema change to the ledger tables needs an ADR reviewed by two senior engineers.",
+        );
+        let added = Contrast::WordsAdded {
+            words: ["to", "the", "ledger", "tables"].map(String::from).to_vec(),
+            in_first: false,
+        };
+        assert_eq!(found, [added]);
+        // A paraphrase in other words is no near copy.
+        assert_eq!(contrast("Rotate the API keys every month.", "API keys get replaced on a monthly schedule."), []);
+    }
+
+    #[test]
     fn a_different_entity_is_a_contrast() {
         let found = contrast(
             "We chose Kafka as the event bus for order events.",
             "We chose RabbitMQ as the event bus for order events.",
         );
-        assert_eq!(found, [Contrast::EntitiesDiffer { first: vec!["Kafka".into()], second: vec!["RabbitMQ".into()] }]);
+        let entities = Contrast::EntitiesDiffer { first: vec!["Kafka".into()], second: vec!["RabbitMQ".into()] };
+        assert!(found.contains(&entities), "{found:?}");
         let found = contrast("Buy BTC when funding turns negative.", "Buy ETH when funding turns negative.");
-        assert_eq!(found, [Contrast::EntitiesDiffer { first: vec!["BTC".into()], second: vec!["ETH".into()] }]);
+        let entities = Contrast::EntitiesDiffer { first: vec!["BTC".into()], second: vec!["ETH".into()] };
+        assert!(found.contains(&entities), "{found:?}");
     }
 
     #[test]

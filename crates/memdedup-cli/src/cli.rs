@@ -299,7 +299,7 @@ pub(crate) struct EvalArgs {
     /// Default: `single` for the cosine judge, `complete` for the local judge.
     #[arg(long, value_enum)]
     pub linkage: Option<LinkageArg>,
-    /// Evaluate the local judge over a grid of parameters (duplicate floors 0.45–0.80 and
+    /// Evaluate the local judge over a grid of parameters (duplicate floors 0.30–0.80 and
     /// every set of vetoes) instead; what `cargo xtask fit-judge` reads.
     #[arg(long)]
     pub sweep: bool,

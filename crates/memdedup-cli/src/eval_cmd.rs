@@ -181,12 +181,12 @@ impl Setting {
     }
 }
 
-/// The grid `--sweep` evaluates: duplicate floors 0.45 to 0.80 by 0.05, each with every
+/// The grid `--sweep` evaluates: duplicate floors 0.30 to 0.80 by 0.05, each with every
 /// set of vetoes.
 fn sweep_settings(linkage: Linkage) -> Vec<Setting> {
     let mut settings = Vec::new();
-    for step in 0..8u8 {
-        let duplicate_floor = 0.45 + 0.05 * f32::from(step);
+    for step in 0..11u8 {
+        let duplicate_floor = 0.30 + 0.05 * f32::from(step);
         for mask in 0..(1u32 << CONTRAST_KINDS.len()) {
             let vetoes = CONTRAST_KINDS
                 .iter()
@@ -195,7 +195,7 @@ fn sweep_settings(linkage: Linkage) -> Vec<Setting> {
                 .map(|(_, k)| (*k).to_owned())
                 .collect();
             let params =
-                LocalJudgeParams { duplicate_floor, related_floor: duplicate_floor.min(0.4), vetoes, fitted: None };
+                LocalJudgeParams { duplicate_floor, related_floor: duplicate_floor.min(0.3), vetoes, fitted: None };
             settings.push(Setting::Local { judge: LocalJudge::new(params), linkage });
         }
     }
