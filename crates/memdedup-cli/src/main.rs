@@ -12,6 +12,7 @@ mod dedup_cmd;
 mod eval_cmd;
 mod facts_cmd;
 mod input;
+mod labelled;
 mod memory_cmd;
 mod merges_cmd;
 mod open;
