@@ -6,7 +6,7 @@ use crate::support::memdedup;
 
 #[test]
 fn help_works_for_every_command() {
-    let commands: [&[&str]; 18] = [
+    let commands: [&[&str]; 19] = [
         &[],
         &["playbook"],
         &["playbook", "dedup"],
@@ -23,6 +23,7 @@ fn help_works_for_every_command() {
         &["merges"],
         &["undo"],
         &["eval"],
+        &["calibrate"],
         &["facts", "extract"],
         &["serve"],
     ];

@@ -1,6 +1,7 @@
 //! End-to-end tests of the `memdedup` binary: each test runs the built executable.
 
 mod bad_input;
+mod calibrate;
 mod dedup;
 mod eval;
 mod facts;

@@ -69,6 +69,16 @@ pub(crate) enum Command {
     /// `near` (the cluster a hard negative is close to). Memories of one cluster say the
     /// same thing. Grouping is per namespace, as `scan` does.
     Eval(EvalArgs),
+    /// Recommend cosine thresholds from a labelled JSONL file, overall and per namespace,
+    /// and with --write put them into memdedup.toml.
+    ///
+    /// Same file format as `eval`. Thresholds 0.50 to 0.99 (by 0.01) are scored by pair
+    /// precision, recall and F1, grouping per namespace as `scan` does. The recommendation
+    /// is the lowest threshold whose precision reaches --target-precision (the highest
+    /// recall at that precision); when none does, the threshold of best F1, marked as
+    /// missing the target. A namespace with fewer than 2 labelled duplicate pairs uses the
+    /// overall recommendation.
+    Calibrate(CalibrateArgs),
     /// Print the cosine similarity of two texts, to tune thresholds.
     Similarity(SimilarityArgs),
     /// Check whether a text duplicates a stored memory (exact, then semantic, then recent).
@@ -326,6 +336,27 @@ pub(crate) enum LinkageArg {
 }
 
 #[derive(Debug, Args)]
+pub(crate) struct CalibrateArgs {
+    /// The labelled JSONL file (`-` reads stdin).
+    pub file: PathBuf,
+    /// The pair precision a recommended threshold must reach, in (0, 1].
+    #[arg(long, value_parser = parse_precision, default_value = "0.95", value_name = "P")]
+    pub target_precision: f64,
+    /// Only this namespace of the file; --write then sets only its
+    /// `[dedup.thresholds]` entry.
+    #[arg(long, short, value_name = "NS")]
+    pub namespace: Option<String>,
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
+    /// Write the recommendation into the config file memdedup loads (--config, or the
+    /// first one found; ./memdedup.toml when there is none), keeping its comments and
+    /// other keys.
+    #[arg(long)]
+    pub write: bool,
+}
+
+#[derive(Debug, Args)]
 pub(crate) struct SimilarityArgs {
     /// First text.
     pub first: String,
@@ -339,6 +370,15 @@ pub(crate) struct SimilarityArgs {
 /// A finite number in [0, 1] (thresholds, confidences).
 pub(crate) fn parse_unit(raw: &str) -> Result<f64, String> {
     parse_between(raw, 0.0, 1.0)
+}
+
+/// A target precision: a number in (0, 1].
+pub(crate) fn parse_precision(raw: &str) -> Result<f64, String> {
+    let value: f64 = raw.trim().parse().map_err(|_| format!("`{raw}` is not a number"))?;
+    if !(value > 0.0 && value <= 1.0) {
+        return Err(format!("{raw} is outside (0, 1]: a precision must be above 0 and at most 1"));
+    }
+    Ok(value)
 }
 
 /// A finite number in [`low`, `high`].
@@ -367,6 +407,16 @@ mod tests {
         assert!(parse_unit("1.5").unwrap_err().contains("outside [0, 1]"));
         assert!(parse_unit("NaN").is_err());
         assert!(parse_unit("high").unwrap_err().contains("not a number"));
+    }
+
+    #[test]
+    fn target_precisions_are_above_zero_and_at_most_one() {
+        assert_eq!(parse_precision("0.95"), Ok(0.95));
+        assert_eq!(parse_precision("1"), Ok(1.0));
+        for raw in ["0", "-0.1", "1.01", "NaN", "inf"] {
+            assert!(parse_precision(raw).unwrap_err().contains("outside (0, 1]"), "{raw}");
+        }
+        assert!(parse_precision("most").unwrap_err().contains("not a number"));
     }
 }
 

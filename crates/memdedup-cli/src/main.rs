@@ -6,12 +6,14 @@
 //! errors go to stderr. Nothing is written on any error: regular files are replaced
 //! atomically (pipes and devices are written directly).
 
+mod calibrate_cmd;
 mod capture_cmd;
 mod cli;
 mod dedup_cmd;
 mod eval_cmd;
 mod facts_cmd;
 mod input;
+mod labelled;
 mod memory_cmd;
 mod merges_cmd;
 mod open;
@@ -52,6 +54,7 @@ fn main() -> ExitCode {
             Command::Playbook { command: PlaybookCommand::Dedup(args) } => playbook_cmd::run(&cli.global, args).await,
             Command::Scan(args) => scan_cmd::run(&cli.global, args).await,
             Command::Eval(args) => eval_cmd::run(&cli.global, args).await,
+            Command::Calibrate(args) => calibrate_cmd::run(&cli.global, args).await,
             Command::Serve(args) => serve_cmd::run(&cli.global, args).await,
             Command::Similarity(args) => similarity_cmd::run(&cli.global, args).await,
             Command::Check(args) => memory_cmd::check(&cli.global, args).await,
