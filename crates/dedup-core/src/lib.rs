@@ -34,6 +34,7 @@ mod group;
 mod group_merge;
 mod json_reply;
 mod judge;
+mod judged;
 mod local_judge;
 mod merge;
 mod playbook;
@@ -67,6 +68,7 @@ pub use judge::{
     JudgeRules, MAX_CANONICAL_SENTENCES, MAX_REASON_CHARS, MemoryStatus, ValidatedResponse, Violation,
     validate_response,
 };
+pub use judged::{JudgedGrouping, RejectedPair, group_by_cosine, group_judged, similar_pairs};
 pub use local_judge::{LocalJudge, LocalJudgeParams, PairJudgement, PairVerdict};
 pub use merge::{Absorbed, MergePlan, MergedGroup, merge_counters};
 pub use playbook::{CANONICAL_SECTIONS, Entry, EntryRef, Playbook};

@@ -280,6 +280,27 @@ pub(crate) struct ScanArgs {
     /// Group across namespaces too (default: only within a namespace).
     #[arg(long)]
     pub cross_namespace: bool,
+    #[command(flatten)]
+    pub judging: JudgingArgs,
+}
+
+/// How pairs are judged and groups joined (`scan`, `playbook dedup`).
+#[derive(Debug, Args)]
+pub(crate) struct JudgingArgs {
+    /// Which judge decides a pair: `cosine` (the threshold alone, the seed's behaviour) or
+    /// `local` (the local judge: pairs from the lower of the threshold and its duplicate
+    /// floor are judged, and other numbers, the opposite word, an added condition, ...
+    /// keep them apart, with the reason).
+    #[arg(long, value_enum, default_value_t = PairJudgeArg::Cosine)]
+    pub judge: PairJudgeArg,
+    /// A parameter file for the local judge (default: the built-in one).
+    #[arg(long, value_name = "FILE")]
+    pub judge_params: Option<PathBuf>,
+    /// How groups are joined: `single` (chains of links), `survivor` (every member a
+    /// confirmed duplicate of the survivor) or `complete` (every pair confirmed).
+    /// Default: `single` for the cosine judge, `complete` for the local judge.
+    #[arg(long, value_enum)]
+    pub linkage: Option<LinkageArg>,
 }
 
 #[derive(Debug, Args)]

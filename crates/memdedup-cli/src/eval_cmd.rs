@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 use crate::cli::{EvalArgs, GlobalArgs, LinkageArg, PairJudgeArg};
 use crate::input::{display_name, read_text};
+use crate::judging::{linkage, linkage_name};
 use crate::labelled::{Item, parse_labelled};
 use crate::output::{emit, snippet};
 use crate::progress::embedding_bar;
@@ -22,9 +23,6 @@ const DEFAULT_THRESHOLDS: [f64; 6] = [0.65, 0.70, 0.75, 0.80, 0.85, 0.90];
 pub(crate) async fn run(global: &GlobalArgs, args: &EvalArgs) -> Result<()> {
     let name = display_name(&args.file);
     let items = parse_labelled(&read_text(&args.file)?, &name)?;
-    if args.judge_params.is_some() && args.judge != PairJudgeArg::Local {
-        bail!("--judge-params needs --judge local");
-    }
     if args.sweep && (args.judge != PairJudgeArg::Local || !args.json) {
         bail!("--sweep needs --judge local and --json");
     }
@@ -33,10 +31,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: &EvalArgs) -> Result<()> {
     } else {
         args.threshold.iter().map(|&t| Threshold::new(t)).collect::<Result<_, _>>()?
     };
-    let params = match &args.judge_params {
-        Some(path) => crate::input::read_judge_params(path)?,
-        None => LocalJudgeParams::builtin(),
-    };
+    let local = crate::judging::local_judge(args.judge, args.judge_params.as_deref())?;
     let embedder = crate::open::collection_embedder(global).await??;
     let texts: Vec<&str> = items.iter().map(|i| i.text.as_str()).collect();
     let bar = embedding_bar(texts.len(), global.quiet);
@@ -55,7 +50,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: &EvalArgs) -> Result<()> {
             .collect(),
         PairJudgeArg::Local if args.sweep => sweep_settings(linkage(args.linkage.unwrap_or(LinkageArg::Complete))),
         PairJudgeArg::Local => vec![Setting::Local {
-            judge: LocalJudge::new(params),
+            judge: local.unwrap_or_default(),
             linkage: linkage(args.linkage.unwrap_or(LinkageArg::Complete)),
         }],
     };
@@ -72,22 +67,6 @@ pub(crate) async fn run(global: &GlobalArgs, args: &EvalArgs) -> Result<()> {
         emit(&format!("{}\n", summary.json(&results, args.worst)))
     } else {
         emit(&summary.human(&results, args.worst))
-    }
-}
-
-fn linkage(arg: LinkageArg) -> Linkage {
-    match arg {
-        LinkageArg::Single => Linkage::Single,
-        LinkageArg::Survivor => Linkage::Survivor,
-        LinkageArg::Complete => Linkage::Complete,
-    }
-}
-
-fn linkage_name(linkage: Linkage) -> &'static str {
-    match linkage {
-        Linkage::Single => "single",
-        Linkage::Survivor => "survivor",
-        Linkage::Complete => "complete",
     }
 }
 

@@ -13,6 +13,7 @@ mod dedup_cmd;
 mod eval_cmd;
 mod facts_cmd;
 mod input;
+mod judging;
 mod labelled;
 mod memory_cmd;
 mod merges_cmd;

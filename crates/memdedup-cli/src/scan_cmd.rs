@@ -1,11 +1,12 @@
 //! `memdedup scan`.
 
 use anyhow::{Context, Result};
-use memdedup::{ScanOptions, ScanReport, Threshold};
+use memdedup::{Linkage, ScanOptions, ScanReport, Threshold};
 use serde_json::json;
 
 use crate::cli::{GlobalArgs, ScanArgs};
 use crate::input::{Collection, display_name, parse_collection, read_text};
+use crate::judging::linkage_name;
 use crate::output::{emit, plural, score, snippet};
 use crate::progress::embedding_bar;
 
@@ -13,7 +14,14 @@ pub(crate) async fn run(global: &GlobalArgs, args: &ScanArgs) -> Result<()> {
     let name = display_name(&args.file);
     let collection = parse_collection(&read_text(&args.file)?, &name)?;
     let items = &collection.items;
-    let options = ScanOptions { threshold: Threshold::new(args.threshold)?, cross_namespace: args.cross_namespace };
+    let (judge, linkage) = crate::judging::from_args(&args.judging)?;
+    let options = ScanOptions {
+        threshold: Threshold::new(args.threshold)?,
+        cross_namespace: args.cross_namespace,
+        judge,
+        linkage,
+    };
+    let judging = Judging { local: options.judge.is_some(), linkage: options.linkage };
     let embedder = crate::open::collection_embedder(global).await??;
     let bar = embedding_bar(items.len(), global.quiet);
     let progress = |done: usize, total: usize| {
@@ -24,17 +32,36 @@ pub(crate) async fn run(global: &GlobalArgs, args: &ScanArgs) -> Result<()> {
     bar.finish_and_clear();
     let report = report.with_context(|| format!("cannot scan {name}"))?;
     if args.json {
-        emit(&format!("{}\n", report_json(&collection, &report)))?;
+        emit(&format!("{}\n", report_json(&collection, &report, judging)))?;
     } else {
-        emit(&report_human(&collection, &report))?;
+        emit(&report_human(&collection, &report, judging))?;
     }
     Ok(())
+}
+
+/// Which judge and linkage formed the groups.
+#[derive(Debug, Clone, Copy)]
+struct Judging {
+    local: bool,
+    linkage: Linkage,
+}
+
+impl Judging {
+    /// Whether this is the seed's scan (cosine, chains of links): its output keeps the
+    /// seed's shape.
+    fn is_plain(self) -> bool {
+        !self.local && self.linkage == Linkage::Single
+    }
+
+    fn judge(self) -> &'static str {
+        if self.local { "local" } else { "cosine" }
+    }
 }
 
 /// The `--json` contract (docs/CLI.md): one object, groups of two or more only. Written
 /// as text so that ids are printed as [`Collection::ids`] holds them (a number id exactly
 /// as written, however long).
-fn report_json(collection: &Collection, r: &ScanReport) -> String {
+fn report_json(collection: &Collection, r: &ScanReport, judging: Judging) -> String {
     let ids = &collection.ids;
     let groups: Vec<String> = r
         .groups
@@ -52,8 +79,46 @@ fn report_json(collection: &Collection, r: &ScanReport) -> String {
             )
         })
         .collect();
+    let judged = if judging.is_plain() {
+        String::new()
+    } else {
+        let refused: Vec<String> = r
+            .refused
+            .iter()
+            .map(|l| {
+                format!(
+                    "{{\"member\":{},\"other\":{},\"survivor\":{},\"reason\":{}}}",
+                    ids[l.member],
+                    ids[l.other],
+                    ids[l.survivor],
+                    json!(l.reason)
+                )
+            })
+            .collect();
+        let rejected: Vec<String> = r
+            .rejected
+            .iter()
+            .map(|p| {
+                format!(
+                    "{{\"a\":{},\"b\":{},\"cosine\":{},\"verdict\":{},\"reasons\":{}}}",
+                    ids[p.a],
+                    ids[p.b],
+                    json!(score(p.judgement.cosine)),
+                    json!(p.judgement.verdict.as_str()),
+                    json!(p.judgement.reasons)
+                )
+            })
+            .collect();
+        format!(
+            ",\"judge\":{},\"linkage\":{},\"refused\":[{}],\"rejected\":[{}]",
+            json!(judging.judge()),
+            json!(linkage_name(judging.linkage)),
+            refused.join(","),
+            rejected.join(",")
+        )
+    };
     format!(
-        "{{\"model\":{},\"threshold\":{},\"items\":{},\"duplicates\":{},\"groups\":[{}]}}",
+        "{{\"model\":{},\"threshold\":{},\"items\":{},\"duplicates\":{},\"groups\":[{}]{judged}}}",
         json!(r.model),
         json!(r.threshold.get()),
         r.items,
@@ -62,7 +127,7 @@ fn report_json(collection: &Collection, r: &ScanReport) -> String {
     )
 }
 
-fn report_human(collection: &Collection, r: &ScanReport) -> String {
+fn report_human(collection: &Collection, r: &ScanReport, judging: Judging) -> String {
     let items = &collection.items;
     let id = |i: usize| match &items[i].id {
         serde_json::Value::String(s) => s.clone(),
@@ -89,6 +154,38 @@ fn report_human(collection: &Collection, r: &ScanReport) -> String {
         for (m, via, link) in g.links() {
             let via = if via == survivor { String::new() } else { format!(" via {}", id(via)) };
             out.push_str(&format!("  {}  {}  ({link:.4}{via})\n", id(m), snippet(&items[m].text, 70)));
+        }
+    }
+    if judging.is_plain() {
+        return out;
+    }
+    out.push_str(&format!("\njudge {}, {} linkage\n", judging.judge(), linkage_name(judging.linkage)));
+    if !r.rejected.is_empty() {
+        out.push_str(&format!("\nkept apart by the judge ({}):\n", r.rejected.len()));
+        for p in &r.rejected {
+            out.push_str(&format!(
+                "  {} / {}  ({:.4}): {}\n",
+                id(p.a),
+                id(p.b),
+                p.judgement.cosine,
+                p.judgement.reasons.join("; ")
+            ));
+        }
+    }
+    if !r.refused.is_empty() {
+        out.push_str(&format!(
+            "\nlinks refused by the {} linkage ({}):\n",
+            linkage_name(judging.linkage),
+            r.refused.len()
+        ));
+        for l in &r.refused {
+            out.push_str(&format!(
+                "  {} not joined to the group of {} (checked against {}): {}\n",
+                id(l.member),
+                id(l.survivor),
+                id(l.other),
+                l.reason
+            ));
         }
     }
     out

@@ -1,9 +1,12 @@
 //! Collection scan: groups of duplicates in any list of memories, per namespace.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use dedup_core::{Linkage, LocalJudge, RefusedLink, RejectedPair, group_by_cosine, group_judged};
 
 use crate::playbook::group_off_executor;
-use crate::{Edge, Embedder, Group, Result, Threshold, embed_texts};
+use crate::{Edge, Embedder, Embedding, Group, Result, Threshold, embed_texts};
 
 /// Namespace of items that name none.
 pub const DEFAULT_NAMESPACE: &str = "default";
@@ -23,12 +26,24 @@ pub struct CollectionItem {
 }
 
 /// How to scan.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ScanOptions {
-    /// Items link when their cosine is >= this.
+    /// Items link when their cosine is >= this (with a judge: pairs from the lower of this
+    /// and the judge's duplicate floor are judged).
     pub threshold: Threshold,
     /// Group across namespaces too (default: only within one).
     pub cross_namespace: bool,
+    /// The local judge deciding each pair; `None` links on cosine alone (the seed's way).
+    pub judge: Option<Arc<LocalJudge>>,
+    /// How groups may be joined (default [`Linkage::Single`]: chains of links).
+    pub linkage: Linkage,
+}
+
+impl ScanOptions {
+    /// Cosine alone at `threshold`, within namespaces, single linkage.
+    pub fn new(threshold: Threshold) -> ScanOptions {
+        ScanOptions { threshold, cross_namespace: false, judge: None, linkage: Linkage::Single }
+    }
 }
 
 /// Result of [`scan_collection`].
@@ -46,6 +61,11 @@ pub struct ScanReport {
     /// the scanned items; all members share one namespace unless the scan was
     /// cross-namespace.
     pub groups: Vec<Group>,
+    /// Links the linkage refused (item indices), with the reason.
+    pub refused: Vec<RefusedLink>,
+    /// Pairs at or above the judge's duplicate floor that the judge kept apart (item
+    /// indices), with its reasons; empty without a judge.
+    pub rejected: Vec<RejectedPair>,
 }
 
 /// Finds groups of duplicates among `items`: connected components of "cosine >=
@@ -69,15 +89,36 @@ pub async fn scan_collection(
         }
     }
     let mut groups = Vec::new();
+    let (mut refused, mut rejected) = (Vec::new(), Vec::new());
     for indices in partitions.into_values().filter(|p| p.len() >= 2) {
         let part: Vec<_> = indices.iter().map(|&i| embeddings[i].clone()).collect();
-        for g in group_off_executor(part, options.threshold).await? {
+        let map = |e: &Edge| Edge { a: indices[e.a], b: indices[e.b], score: e.score };
+        if options.judge.is_none() && options.linkage == Linkage::Single {
+            for g in group_off_executor(part, options.threshold).await? {
+                groups.push(Group {
+                    members: g.members.iter().map(|&m| indices[m]).collect(),
+                    edges: g.edges.iter().map(map).collect(),
+                    weakest_link: g.weakest_link,
+                });
+            }
+            continue;
+        }
+        let texts: Vec<String> = indices.iter().map(|&i| items[i].text.clone()).collect();
+        let (grouping, part_rejected) = judged_off_executor(texts, part, &options).await?;
+        for g in grouping.groups {
             groups.push(Group {
                 members: g.members.iter().map(|&m| indices[m]).collect(),
-                edges: g.edges.iter().map(|e| Edge { a: indices[e.a], b: indices[e.b], score: e.score }).collect(),
+                edges: g.edges.iter().map(map).collect(),
                 weakest_link: g.weakest_link,
             });
         }
+        refused.extend(grouping.refused.into_iter().map(|r| RefusedLink {
+            member: indices[r.member],
+            other: indices[r.other],
+            survivor: indices[r.survivor],
+            reason: r.reason,
+        }));
+        rejected.extend(part_rejected.into_iter().map(|r| RejectedPair { a: indices[r.a], b: indices[r.b], ..r }));
     }
     groups.sort_by_key(|g| g.members[0]);
     let duplicates = groups.iter().map(|g| g.members.len() - 1).sum();
@@ -87,5 +128,30 @@ pub async fn scan_collection(
         items: items.len(),
         duplicates,
         groups,
+        refused,
+        rejected,
     })
+}
+
+/// Judged (or cosine with a linkage) grouping of one partition, on the blocking pool.
+async fn judged_off_executor(
+    texts: Vec<String>,
+    embeddings: Vec<Embedding>,
+    options: &ScanOptions,
+) -> Result<(dedup_core::GuardedGrouping, Vec<RejectedPair>)> {
+    let (judge, linkage, threshold) = (options.judge.clone(), options.linkage, options.threshold.as_f32());
+    let work = move || -> Result<_> {
+        match judge {
+            Some(judge) => {
+                let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+                let judged = group_judged(&refs, &embeddings, &judge, threshold, linkage)?;
+                Ok((judged.grouping, judged.rejected))
+            }
+            None => Ok((group_by_cosine(&embeddings, threshold, linkage)?, Vec::new())),
+        }
+    };
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) => handle.spawn_blocking(work).await.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic())),
+        Err(_) => work(),
+    }
 }

@@ -34,6 +34,10 @@ pub use dedup_core::{
     MergedGroup, Playbook, THRESHOLD_ENV_VAR, Threshold, group_by_similarity, group_by_similarity_with,
 };
 #[doc(inline)]
+pub use dedup_core::{
+    Contrast, Linkage, LocalJudge, LocalJudgeParams, PairJudgement, PairVerdict, RefusedLink, RejectedPair,
+};
+#[doc(inline)]
 pub use dedup_embed::{BatchingEmbedder, Embedder, MODEL_DIR_ENV_VAR, ModelDir};
 #[cfg(feature = "local")]
 #[doc(inline)]

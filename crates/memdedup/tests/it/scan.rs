@@ -10,7 +10,7 @@ fn item(id: Value, text: &str, namespace: Option<&str>) -> CollectionItem {
 }
 
 fn options(cross_namespace: bool) -> ScanOptions {
-    ScanOptions { threshold: threshold(0.85), cross_namespace }
+    ScanOptions { cross_namespace, ..ScanOptions::new(threshold(0.85)) }
 }
 
 async fn scan(items: &[CollectionItem], embedder: &FixedEmbedder, options: ScanOptions) -> ScanReport {

@@ -1,0 +1,119 @@
+//! Grouping by a pair judge: every pair whose cosine reaches a floor is judged, groups are
+//! formed only from the pairs the judge confirms, and the hub guard of
+//! [`group_confirmed`] keeps one entry from chaining distinct ones.
+//!
+//! Judging runs on rayon and each verdict depends only on its pair, so the result does not
+//! depend on the number of threads.
+
+use rayon::prelude::*;
+
+use crate::{
+    Edge, Embedding, Error, GuardedGrouping, Linkage, LocalJudge, PairJudgement, PairVerdict, Result, group_confirmed,
+};
+
+/// A pair the judge was asked about and did not confirm, though its cosine reached the
+/// judge's duplicate floor: what a cosine threshold would have merged and the judge kept
+/// apart.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RejectedPair {
+    /// The earlier item's index.
+    pub a: usize,
+    /// The later item's index.
+    pub b: usize,
+    /// The verdict and its reasons.
+    pub judgement: PairJudgement,
+}
+
+/// The outcome of [`group_judged`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct JudgedGrouping {
+    /// The groups and the links the linkage refused.
+    pub grouping: GuardedGrouping,
+    /// Pairs at or above the judge's duplicate floor that it did not confirm, by indices.
+    pub rejected: Vec<RejectedPair>,
+    /// How many pairs were judged.
+    pub judged: usize,
+}
+
+/// Every pair `(a, b)`, `a < b`, whose cosine reaches `floor`, in index order.
+///
+/// Fails when the embeddings do not all have the same dimensions.
+pub fn similar_pairs(embeddings: &[Embedding], floor: f32) -> Result<Vec<Edge>> {
+    let Some(first) = embeddings.first() else { return Ok(Vec::new()) };
+    if let Some(bad) = embeddings.iter().find(|e| e.dims() != first.dims()) {
+        return Err(Error::DimensionMismatch { expected: first.dims(), actual: bad.dims() });
+    }
+    let rows: Vec<Vec<Edge>> = (0..embeddings.len())
+        .into_par_iter()
+        .map(|a| {
+            let row = embeddings[a].as_slice();
+            embeddings[a + 1..]
+                .iter()
+                .enumerate()
+                .filter_map(|(k, other)| {
+                    let score: f32 = row.iter().zip(other.as_slice()).map(|(x, y)| x * y).sum();
+                    (score >= floor).then_some(Edge { a, b: a + 1 + k, score })
+                })
+                .collect()
+        })
+        .collect();
+    Ok(rows.into_iter().flatten().collect())
+}
+
+/// Groups `texts` (with their `embeddings`) from the pairs `judge` confirms: every pair
+/// whose cosine reaches the lower of the judge's duplicate floor and `floor` is judged;
+/// confirmed pairs are the links; `linkage` decides how groups may be joined, asking the
+/// judge about any other pair it needs.
+///
+/// Fails when the slices differ in length or the embeddings in dimensions.
+pub fn group_judged(
+    texts: &[&str],
+    embeddings: &[Embedding],
+    judge: &LocalJudge,
+    floor: f32,
+    linkage: Linkage,
+) -> Result<JudgedGrouping> {
+    if texts.len() != embeddings.len() {
+        return Err(Error::DimensionMismatch { expected: texts.len(), actual: embeddings.len() });
+    }
+    let floor = floor.min(judge.params().duplicate_floor);
+    let candidates = similar_pairs(embeddings, floor)?;
+    let judged: Vec<(Edge, PairJudgement)> =
+        candidates.into_par_iter().map(|e| (e, judge.judge(texts[e.a], texts[e.b], e.score))).collect();
+    let count = judged.len();
+    let mut links = Vec::new();
+    let mut rejected = Vec::new();
+    for (edge, judgement) in judged {
+        if judgement.verdict == PairVerdict::Duplicate {
+            links.push(edge);
+        } else if edge.score >= judge.params().duplicate_floor {
+            rejected.push(RejectedPair { a: edge.a, b: edge.b, judgement });
+        }
+    }
+    let check = |a: usize, b: usize| {
+        let cosine = embeddings[a].cosine(&embeddings[b]).map_err(|e| e.to_string())?;
+        let judgement = judge.judge(texts[a], texts[b], cosine);
+        if judgement.is_duplicate() { Ok(cosine) } else { Err(judgement.reasons.join("; ")) }
+    };
+    let grouping = group_confirmed(texts.len(), &links, linkage, check)?;
+    Ok(JudgedGrouping { grouping, rejected, judged: count })
+}
+
+/// Groups by cosine alone with a linkage: pairs whose cosine reaches `threshold` are the
+/// links, and in [`Linkage::Survivor`] and [`Linkage::Complete`] mode every pair a group
+/// needs must reach it too. With [`Linkage::Single`] this is [`group_by_similarity`](crate::group_by_similarity)'s
+/// grouping.
+///
+/// Fails when the embeddings differ in dimensions.
+pub fn group_by_cosine(embeddings: &[Embedding], threshold: f32, linkage: Linkage) -> Result<GuardedGrouping> {
+    let floor = threshold - crate::SCORE_TOLERANCE;
+    let links = similar_pairs(embeddings, floor)?;
+    let check = |a: usize, b: usize| {
+        let cosine = embeddings[a].cosine(&embeddings[b]).map_err(|e| e.to_string())?;
+        if cosine >= floor { Ok(cosine) } else { Err(format!("cosine {cosine:.3} is below {threshold:.2}")) }
+    };
+    group_confirmed(embeddings.len(), &links, linkage, check)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,129 @@
+use proptest::prelude::*;
+
+use super::*;
+
+fn unit(values: &[f32]) -> Embedding {
+    Embedding::new(values.to_vec()).unwrap()
+}
+
+#[test]
+fn a_cosine_group_splits_where_the_judge_vetoes() {
+    let texts = [
+        "The user has a standing 1:1 with their manager every Thursday at 14:00.",
+        "The user has a standing 1:1 with their manager every Thursday at 16:00.",
+        "Every Thursday at 14:00 the user has a standing 1:1 with their manager.",
+    ];
+    // All three as close as cosine can say: a threshold merges them all.
+    let embeddings = vec![unit(&[1.0, 0.0]); 3];
+    let judged = group_judged(&texts, &embeddings, &LocalJudge::default(), 0.9, Linkage::Complete).unwrap();
+    let groups: Vec<&[usize]> = judged.grouping.groups.iter().map(|g| g.members.as_slice()).collect();
+    assert_eq!(groups, [&[0, 2][..]]);
+    assert_eq!(judged.judged, 3);
+    let rejected: Vec<(usize, usize)> = judged.rejected.iter().map(|r| (r.a, r.b)).collect();
+    assert_eq!(rejected, [(0, 1), (1, 2)]);
+    assert_eq!(judged.rejected[0].judgement.reasons[0], "specifics differ: 14:00 vs 16:00");
+}
+
+#[test]
+fn pairs_below_the_floor_are_not_judged() {
+    let texts = ["Use ruff for linting Python.", "Python code is linted with ruff."];
+    let embeddings = vec![unit(&[1.0, 0.0]), unit(&[0.0, 1.0])];
+    let judged = group_judged(&texts, &embeddings, &LocalJudge::default(), 0.9, Linkage::Single).unwrap();
+    assert_eq!(judged.judged, 0);
+    assert!(judged.grouping.groups.is_empty());
+    assert!(group_judged(&texts[..1], &embeddings, &LocalJudge::default(), 0.9, Linkage::Single).is_err());
+}
+
+#[test]
+fn similar_pairs_are_every_pair_reaching_the_floor() {
+    let embeddings = vec![unit(&[1.0, 0.0]), unit(&[0.8, 0.6]), unit(&[0.0, 1.0])];
+    let pairs: Vec<(usize, usize)> = similar_pairs(&embeddings, 0.5).unwrap().iter().map(|e| (e.a, e.b)).collect();
+    assert_eq!(pairs, [(0, 1), (1, 2)]);
+    assert!(similar_pairs(&[unit(&[1.0]), unit(&[1.0, 0.0])], 0.5).is_err());
+    assert!(similar_pairs(&[], 0.5).unwrap().is_empty());
+}
+
+#[test]
+fn cosine_grouping_with_a_linkage_refuses_a_chain() {
+    // a–b and b–c reach 0.9, a–c does not.
+    let embeddings = vec![unit(&[1.0, 0.0]), unit(&[0.95, 0.312]), unit(&[0.8, 0.6])];
+    let single = group_by_cosine(&embeddings, 0.9, Linkage::Single).unwrap();
+    assert_eq!(single.groups[0].members, [0, 1, 2]);
+    let from_similarity = crate::group_by_similarity(&embeddings, crate::Threshold::new(0.9).unwrap()).unwrap();
+    assert_eq!(single.groups, from_similarity);
+    let complete = group_by_cosine(&embeddings, 0.9, Linkage::Complete).unwrap();
+    assert_eq!(complete.groups[0].members, [0, 1]);
+    assert_eq!(complete.refused.len(), 1);
+    assert!(complete.refused[0].reason.starts_with("cosine 0.8"), "{:?}", complete.refused);
+}
+
+/// Texts that make every kind of verdict between them.
+const POOL: [&str; 8] = [
+    "Rotate the API keys every month.",
+    "API keys get rotated monthly.",
+    "Rotate the API keys every month unless the vendor forbids it.",
+    "Rotate the API keys every week.",
+    "Go long BTC when funding turns negative.",
+    "Go short BTC when funding turns negative.",
+    "Never retry HTTP 429 responses.",
+    "Retry HTTP 429 responses with backoff.",
+];
+
+fn corpus() -> impl Strategy<Value = (Vec<&'static str>, Vec<Embedding>)> {
+    prop::collection::vec((0..POOL.len(), prop::collection::vec(-1.0f32..1.0, 3)), 2..12).prop_filter_map(
+        "zero vector",
+        |picks| {
+            let texts = picks.iter().map(|(i, _)| POOL[*i]).collect();
+            let embeddings = picks.iter().map(|(_, v)| Embedding::new(v.clone()).ok()).collect::<Option<Vec<_>>>()?;
+            Some((texts, embeddings))
+        },
+    )
+}
+
+proptest! {
+    #[test]
+    fn verdicts_do_not_depend_on_the_thread_count((texts, embeddings) in corpus()) {
+        let run = |threads: usize| {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            pool.install(|| group_judged(&texts, &embeddings, &LocalJudge::default(), 0.3, Linkage::Complete).unwrap())
+        };
+        prop_assert_eq!(run(1), run(3));
+    }
+
+    #[test]
+    fn single_linkage_groups_do_not_depend_on_input_order((texts, embeddings) in corpus(), seed in any::<u64>()) {
+        // A permutation drawn from the seed.
+        let mut order: Vec<usize> = (0..texts.len()).collect();
+        order.sort_by_key(|&i| (i as u64 ^ seed).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let shuffled_texts: Vec<&str> = order.iter().map(|&i| texts[i]).collect();
+        let shuffled: Vec<Embedding> = order.iter().map(|&i| embeddings[i].clone()).collect();
+        let judge = LocalJudge::default();
+        let plain = group_judged(&texts, &embeddings, &judge, 0.3, Linkage::Single).unwrap();
+        let moved = group_judged(&shuffled_texts, &shuffled, &judge, 0.3, Linkage::Single).unwrap();
+        let sets = |g: &JudgedGrouping, map: &dyn Fn(usize) -> usize| {
+            let mut sets: Vec<Vec<usize>> = g.grouping.groups.iter().map(|g| {
+                let mut m: Vec<usize> = g.members.iter().map(|&i| map(i)).collect();
+                m.sort_unstable();
+                m
+            }).collect();
+            sets.sort();
+            sets
+        };
+        prop_assert_eq!(sets(&plain, &|i| i), sets(&moved, &|i| order[i]));
+        prop_assert_eq!(plain.judged, moved.judged);
+    }
+
+    #[test]
+    fn every_complete_group_is_confirmed_pairwise((texts, embeddings) in corpus()) {
+        let judge = LocalJudge::default();
+        let judged = group_judged(&texts, &embeddings, &judge, 0.3, Linkage::Complete).unwrap();
+        for group in &judged.grouping.groups {
+            for (k, &a) in group.members.iter().enumerate() {
+                for &b in &group.members[k + 1..] {
+                    let cosine = embeddings[a].cosine(&embeddings[b]).unwrap();
+                    prop_assert!(judge.judge(texts[a], texts[b], cosine).is_duplicate());
+                }
+            }
+        }
+    }
+}

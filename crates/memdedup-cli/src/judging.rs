@@ -1,0 +1,44 @@
+//! The judge and linkage flags shared by `scan`, `playbook dedup` and `eval`.
+
+use std::sync::Arc;
+
+use anyhow::{Result, bail};
+use memdedup::{Linkage, LocalJudge, LocalJudgeParams};
+
+use crate::cli::{JudgingArgs, LinkageArg, PairJudgeArg};
+
+/// The local judge the flags ask for (`None`: cosine alone), and the linkage (default:
+/// single for cosine, complete for the local judge).
+pub(crate) fn from_args(args: &JudgingArgs) -> Result<(Option<Arc<LocalJudge>>, Linkage)> {
+    let judge = local_judge(args.judge, args.judge_params.as_deref())?.map(Arc::new);
+    let default = if judge.is_some() { LinkageArg::Complete } else { LinkageArg::Single };
+    Ok((judge, linkage(args.linkage.unwrap_or(default))))
+}
+
+/// The local judge for `--judge` and `--judge-params` (`None` for `--judge cosine`).
+pub(crate) fn local_judge(judge: PairJudgeArg, params: Option<&std::path::Path>) -> Result<Option<LocalJudge>> {
+    match (judge, params) {
+        (PairJudgeArg::Cosine, Some(_)) => bail!("--judge-params needs --judge local"),
+        (PairJudgeArg::Cosine, None) => Ok(None),
+        (PairJudgeArg::Local, Some(path)) => Ok(Some(LocalJudge::new(crate::input::read_judge_params(path)?))),
+        (PairJudgeArg::Local, None) => Ok(Some(LocalJudge::new(LocalJudgeParams::builtin()))),
+    }
+}
+
+/// The core linkage for a flag value.
+pub(crate) fn linkage(arg: LinkageArg) -> Linkage {
+    match arg {
+        LinkageArg::Single => Linkage::Single,
+        LinkageArg::Survivor => Linkage::Survivor,
+        LinkageArg::Complete => Linkage::Complete,
+    }
+}
+
+/// `single`, `survivor` or `complete`.
+pub(crate) fn linkage_name(linkage: Linkage) -> &'static str {
+    match linkage {
+        Linkage::Single => "single",
+        Linkage::Survivor => "survivor",
+        Linkage::Complete => "complete",
+    }
+}
