@@ -264,6 +264,8 @@ pub(crate) struct PlaybookDedupArgs {
     /// If the model is unavailable, write the playbook unchanged and exit 0.
     #[arg(long)]
     pub fail_open: bool,
+    #[command(flatten)]
+    pub judging: JudgingArgs,
 }
 
 #[derive(Debug, Args)]

@@ -42,3 +42,22 @@ pub(crate) fn linkage_name(linkage: Linkage) -> &'static str {
         Linkage::Complete => "complete",
     }
 }
+
+/// Which judge and linkage formed the groups.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Judging {
+    pub(crate) local: bool,
+    pub(crate) linkage: Linkage,
+}
+
+impl Judging {
+    /// Whether this is the seed's scan (cosine, chains of links): its output keeps the
+    /// seed's shape.
+    pub(crate) fn is_plain(self) -> bool {
+        !self.local && self.linkage == Linkage::Single
+    }
+
+    pub(crate) fn judge(self) -> &'static str {
+        if self.local { "local" } else { "cosine" }
+    }
+}

@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use memdedup::{DedupReport, Playbook, Threshold};
+
+use crate::judging::{Judging, linkage_name};
 use serde_json::json;
 
 use crate::UsageError;
@@ -39,6 +41,9 @@ pub(crate) async fn run(global: &GlobalArgs, args: &PlaybookDedupArgs) -> Result
     let text = read_text(&args.file)?;
     let playbook = Playbook::parse(without_bom(&text)).with_context(|| format!("cannot read playbook {name}"))?;
     let threshold = Threshold::resolve(args.threshold);
+    let (judge, linkage) = crate::judging::from_args(&args.judging)?;
+    let judging = Judging { local: judge.is_some(), linkage };
+    let names: Vec<String> = playbook.entries().iter().map(|(_, e)| e.name.clone()).collect();
     let embedder = crate::open::collection_embedder(global).await?;
     let bar = embedding_bar(playbook.len(), global.quiet);
     let outcome = match embedder {
@@ -47,7 +52,8 @@ pub(crate) async fn run(global: &GlobalArgs, args: &PlaybookDedupArgs) -> Result
                 bar.set_length(total as u64);
                 bar.set_position(done as u64);
             };
-            memdedup::deduplicate_playbook(&playbook, embedder.as_ref(), threshold, &progress).await
+            let options = memdedup::PlaybookDedupOptions { threshold, judge: judge.clone(), linkage };
+            memdedup::deduplicate_playbook_with(&playbook, embedder.as_ref(), options, &progress).await
         }
         Err(e) => Err(e),
     };
@@ -65,6 +71,8 @@ pub(crate) async fn run(global: &GlobalArgs, args: &PlaybookDedupArgs) -> Result
                 plan: Default::default(),
                 non_canonical_sections: playbook.non_canonical_sections(),
                 embedded: 0,
+                refused: Vec::new(),
+                rejected: Vec::new(),
             };
             (text.clone(), report, Some(e.to_string()))
         }
@@ -85,12 +93,66 @@ pub(crate) async fn run(global: &GlobalArgs, args: &PlaybookDedupArgs) -> Result
         Destination::Nowhere => None,
     };
     if args.json {
-        emit(&format!("{}\n", report_json(&name, written.as_deref(), args.dry_run, &report, skipped.as_deref())))?;
+        let mut json = report_json(&name, written.as_deref(), args.dry_run, &report, skipped.as_deref());
+        if !judging.is_plain()
+            && let Some(object) = json.as_object_mut()
+        {
+            object.extend(judging_json(judging, &report, &names));
+        }
+        emit(&format!("{json}\n"))?;
     } else if !global.quiet || matches!(destination, Destination::Nowhere) {
-        let human = report_human(&report, written.as_deref(), args.dry_run, skipped.as_deref());
+        let mut human = report_human(&report, written.as_deref(), args.dry_run, skipped.as_deref());
+        if !judging.is_plain() {
+            human.push_str(&judging_human(judging, &report, &names));
+        }
         if matches!(destination, Destination::Stdout) { eprint!("{human}") } else { emit(&human)? }
     }
     Ok(())
+}
+
+/// The judge's part of the `--json` report: judge, linkage, pairs kept apart, links
+/// refused (entries by name).
+fn judging_json(judging: Judging, r: &DedupReport, names: &[String]) -> serde_json::Map<String, serde_json::Value> {
+    let rejected: Vec<_> = r
+        .rejected
+        .iter()
+        .map(|p| {
+            json!({"a": names[p.a], "b": names[p.b], "cosine": score(p.judgement.cosine),
+                "verdict": p.judgement.verdict.as_str(), "reasons": p.judgement.reasons})
+        })
+        .collect();
+    let refused: Vec<_> = r
+        .refused
+        .iter()
+        .map(|l| json!({"member": names[l.member], "other": names[l.other], "survivor": names[l.survivor], "reason": l.reason}))
+        .collect();
+    let mut map = serde_json::Map::new();
+    map.insert("judge".into(), json!(judging.judge()));
+    map.insert("linkage".into(), json!(linkage_name(judging.linkage)));
+    map.insert("rejected".into(), json!(rejected));
+    map.insert("refused".into(), json!(refused));
+    map
+}
+
+/// The judge's part of the human report.
+fn judging_human(judging: Judging, r: &DedupReport, names: &[String]) -> String {
+    let mut out = format!("judge {}, {} linkage\n", judging.judge(), linkage_name(judging.linkage));
+    for p in &r.rejected {
+        out.push_str(&format!(
+            "  kept apart: {} / {} ({:.4}): {}\n",
+            names[p.a],
+            names[p.b],
+            p.judgement.cosine,
+            p.judgement.reasons.join("; ")
+        ));
+    }
+    for l in &r.refused {
+        out.push_str(&format!(
+            "  not joined to {} (checked against {}): {}: {}\n",
+            names[l.survivor], names[l.other], names[l.member], l.reason
+        ));
+    }
+    out
 }
 
 fn report_json(

@@ -1,12 +1,12 @@
 //! `memdedup scan`.
 
 use anyhow::{Context, Result};
-use memdedup::{Linkage, ScanOptions, ScanReport, Threshold};
+use memdedup::{ScanOptions, ScanReport, Threshold};
 use serde_json::json;
 
 use crate::cli::{GlobalArgs, ScanArgs};
 use crate::input::{Collection, display_name, parse_collection, read_text};
-use crate::judging::linkage_name;
+use crate::judging::{Judging, linkage_name};
 use crate::output::{emit, plural, score, snippet};
 use crate::progress::embedding_bar;
 
@@ -37,25 +37,6 @@ pub(crate) async fn run(global: &GlobalArgs, args: &ScanArgs) -> Result<()> {
         emit(&report_human(&collection, &report, judging))?;
     }
     Ok(())
-}
-
-/// Which judge and linkage formed the groups.
-#[derive(Debug, Clone, Copy)]
-struct Judging {
-    local: bool,
-    linkage: Linkage,
-}
-
-impl Judging {
-    /// Whether this is the seed's scan (cosine, chains of links): its output keeps the
-    /// seed's shape.
-    fn is_plain(self) -> bool {
-        !self.local && self.linkage == Linkage::Single
-    }
-
-    fn judge(self) -> &'static str {
-        if self.local { "local" } else { "cosine" }
-    }
 }
 
 /// The `--json` contract (docs/CLI.md): one object, groups of two or more only. Written

@@ -104,7 +104,8 @@ pub async fn scan_collection(
             continue;
         }
         let texts: Vec<String> = indices.iter().map(|&i| items[i].text.clone()).collect();
-        let (grouping, part_rejected) = judged_off_executor(texts, part, &options).await?;
+        let (grouping, part_rejected) =
+            judged_off_executor(texts, part, options.judge.clone(), options.linkage, options.threshold).await?;
         for g in grouping.groups {
             groups.push(Group {
                 members: g.members.iter().map(|&m| indices[m]).collect(),
@@ -133,13 +134,15 @@ pub async fn scan_collection(
     })
 }
 
-/// Judged (or cosine with a linkage) grouping of one partition, on the blocking pool.
-async fn judged_off_executor(
+/// Judged (or cosine with a linkage) grouping, on the blocking pool.
+pub(crate) async fn judged_off_executor(
     texts: Vec<String>,
     embeddings: Vec<Embedding>,
-    options: &ScanOptions,
+    judge: Option<Arc<LocalJudge>>,
+    linkage: Linkage,
+    threshold: Threshold,
 ) -> Result<(dedup_core::GuardedGrouping, Vec<RejectedPair>)> {
-    let (judge, linkage, threshold) = (options.judge.clone(), options.linkage, options.threshold.as_f32());
+    let threshold = threshold.as_f32();
     let work = move || -> Result<_> {
         match judge {
             Some(judge) => {

@@ -81,7 +81,10 @@ pub use config::{CONFIG_ENV_VAR, CONFIG_FILE_NAME, ConfigFile, EmbedderSettings}
 pub use embed::{EMBED_CHUNK, default_embedder, embed_texts};
 pub use error::{Error, Result};
 pub use judge::{JUDGE_ENV_VAR, JUDGE_MODEL_ENV_VAR, JUDGE_URL_ENV_VAR, JudgeKind, JudgeOverrides, JudgeSettings};
-pub use playbook::{DedupOutcome, DedupReport, deduplicate_playbook, run_deduplication, run_deduplication_with};
+pub use playbook::{
+    DedupOutcome, DedupReport, PlaybookDedupOptions, deduplicate_playbook, deduplicate_playbook_with,
+    run_deduplication, run_deduplication_with,
+};
 
 /// The crates behind the facade, for what it does not re-export.
 pub mod crates {

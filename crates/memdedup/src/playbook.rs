@@ -3,6 +3,9 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
+use dedup_core::{Linkage, LocalJudge, RefusedLink, RejectedPair};
+
+use crate::collection::judged_off_executor;
 use crate::{Embedder, Group, MergePlan, Playbook, Result, Threshold, default_embedder, embed_texts};
 
 /// What a playbook deduplication did, for people and for `--json`.
@@ -23,6 +26,30 @@ pub struct DedupReport {
     pub non_canonical_sections: Vec<String>,
     /// Texts actually embedded (0 when the playbook had fewer than two entries).
     pub embedded: usize,
+    /// Links the linkage refused (indices into [`Playbook::entries`]), with the reason.
+    pub refused: Vec<RefusedLink>,
+    /// Pairs the local judge kept apart (indices into [`Playbook::entries`]), with its
+    /// reasons; empty without a judge.
+    pub rejected: Vec<RejectedPair>,
+}
+
+/// How a playbook is deduplicated: the seed's cosine threshold, or the local judge.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlaybookDedupOptions {
+    /// Entries link when their cosine is >= this (with a judge: pairs from the lower of
+    /// this and the judge's duplicate floor are judged).
+    pub threshold: Threshold,
+    /// The local judge deciding each pair; `None` links on cosine alone.
+    pub judge: Option<Arc<LocalJudge>>,
+    /// How groups may be joined (default [`Linkage::Single`]).
+    pub linkage: Linkage,
+}
+
+impl PlaybookDedupOptions {
+    /// Cosine alone at `threshold`, single linkage (seed 000).
+    pub fn new(threshold: Threshold) -> PlaybookDedupOptions {
+        PlaybookDedupOptions { threshold, judge: None, linkage: Linkage::Single }
+    }
 }
 
 /// A deduplicated playbook and its report.
@@ -48,6 +75,19 @@ pub async fn deduplicate_playbook(
     threshold: Threshold,
     progress: &(dyn Fn(usize, usize) + Send + Sync),
 ) -> Result<DedupOutcome> {
+    deduplicate_playbook_with(playbook, embedder, PlaybookDedupOptions::new(threshold), progress).await
+}
+
+/// [`deduplicate_playbook`] with a judge and a linkage: groups are formed only from the
+/// pairs the judge confirms, joined as `options.linkage` allows; the report lists the
+/// pairs the judge kept apart and the links the linkage refused.
+pub async fn deduplicate_playbook_with(
+    playbook: &Playbook,
+    embedder: &dyn Embedder,
+    options: PlaybookDedupOptions,
+    progress: &(dyn Fn(usize, usize) + Send + Sync),
+) -> Result<DedupOutcome> {
+    let threshold = options.threshold;
     let non_canonical_sections = playbook.non_canonical_sections();
     if !non_canonical_sections.is_empty() {
         tracing::warn!(
@@ -64,6 +104,8 @@ pub async fn deduplicate_playbook(
         plan: MergePlan::default(),
         non_canonical_sections,
         embedded: 0,
+        refused: Vec::new(),
+        rejected: Vec::new(),
     };
     if entries.len() < 2 {
         return Ok(DedupOutcome { playbook: playbook.clone(), report });
@@ -72,7 +114,16 @@ pub async fn deduplicate_playbook(
     let embeddings = embed_texts(embedder, &texts, progress).await?;
     report.model = embedder.model_id().to_owned();
     report.embedded = texts.len();
-    let groups = group_off_executor(embeddings, threshold).await?;
+    let groups = if options.judge.is_none() && options.linkage == Linkage::Single {
+        group_off_executor(embeddings, threshold).await?
+    } else {
+        let texts = texts.iter().map(|t| (*t).to_owned()).collect();
+        let (grouping, rejected) =
+            judged_off_executor(texts, embeddings, options.judge, options.linkage, threshold).await?;
+        report.refused = grouping.refused;
+        report.rejected = rejected;
+        grouping.groups
+    };
     let plan = MergePlan::new(&entries, &groups)?;
     let mut deduped = playbook.clone();
     plan.apply(&mut deduped)?;
