@@ -2,6 +2,7 @@
 
 mod bad_input;
 mod dedup;
+mod dedup_local;
 mod eval;
 mod facts;
 mod facts_extract;
