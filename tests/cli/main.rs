@@ -3,6 +3,7 @@
 mod bad_input;
 mod calibrate;
 mod dedup;
+mod dedup_local;
 mod eval;
 mod facts;
 mod facts_extract;

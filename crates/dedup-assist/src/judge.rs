@@ -56,6 +56,12 @@ pub trait Judge: Send + Sync + fmt::Debug {
     /// The model it asks (empty for judges without one).
     fn model(&self) -> &str;
 
+    /// The `min_confidence_hint` that suits this judge's confidence scale when the user
+    /// sets none; `None` keeps seed 003's default ([`dedup_core::JudgeRules::default`]).
+    fn default_min_confidence(&self) -> Option<f64> {
+        None
+    }
+
     /// Judges one batch.
     async fn judge(&self, batch: &JudgeBatch) -> Result<JudgeReply, JudgeFailure>;
 }

@@ -10,7 +10,9 @@
 //! results applied one at a time), validated with [`dedup_core::validate_response`] and
 //! merged through [`dedup_store::Store::apply_merge`]; survivors are re-queued and passes
 //! repeat until nothing changes. A store without a verified pool starts in bootstrap mode.
-//! [`LlmJudge`] asks a chat model from `dedup-llm` with [`JudgePrompts`].
+//! [`LlmJudge`] asks a chat model from `dedup-llm` with [`JudgePrompts`];
+//! [`LocalBatchJudge`] asks no model: `dedup-core`'s local judge decides each candidate
+//! pair from its texts and cosine, and confirmed pairs form groups by complete linkage.
 //!
 //! **Architecture invariant:** this crate sits above `dedup-store`, `dedup-embed` and
 //! `dedup-llm` and below the facade, the CLI and the HTTP service; it never talks SQL or
@@ -20,11 +22,13 @@
 
 mod error;
 mod judge;
+mod local_judge;
 mod plan;
 mod report;
 mod run;
 
 pub use error::{Error, Result};
 pub use judge::{Judge, JudgeFailure, JudgePrompts, JudgeReply, LlmJudge};
+pub use local_judge::{LOCAL_JUDGE_NAME, LocalBatchJudge};
 pub use report::{ExhaustedMemory, MergeSummary, PassReport, Proposal, RunReport};
 pub use run::{DedupOptions, Deduplicator, Progress};

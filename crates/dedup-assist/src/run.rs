@@ -491,6 +491,9 @@ impl Deduplicator {
                         }
                         Ok(valid) => {
                             successes += 1;
+                            for note in &valid.notes {
+                                tracing::info!(batch = %planned.batch.batch_id, %note, "judge note");
+                            }
                             self.apply(&planned, valid, memories, never, report, pass_report, failed_ids).await?;
                         }
                     }

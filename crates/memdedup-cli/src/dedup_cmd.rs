@@ -21,9 +21,13 @@ pub(crate) async fn run(global: &GlobalArgs, args: &DedupArgs) -> Result<()> {
         kind: args.judge.judge.clone(),
         base_url: args.judge.judge_url.clone(),
         model: args.judge.judge_model.clone(),
+        params: args.judge_params.clone(),
     };
     let judge = config.judge_settings(&overrides)?.build()?;
     let mut options = DedupOptions::default();
+    if let Some(hint) = judge.default_min_confidence() {
+        options.rules.min_confidence_hint = hint;
+    }
     config.apply_assist_options(&mut options)?;
     apply_flags(args, &mut options);
     options.validate().map_err(|e| UsageError(e.to_string()))?;

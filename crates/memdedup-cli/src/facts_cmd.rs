@@ -186,6 +186,7 @@ async fn extract(global: &GlobalArgs, scope: Scope, args: &FactsExtractArgs) -> 
         kind: args.judge.judge.clone(),
         base_url: args.judge.judge_url.clone(),
         model: args.judge.judge_model.clone(),
+        params: None,
     };
     let model = config.judge_settings(&overrides)?.chat_model()?;
 

@@ -1,19 +1,26 @@
 //! `[judge]` of memdedup.toml and the flags that override it: which judge assisted dedup
 //! asks, how, and the run's tuning.
+//!
+//! `kind = "local"` is the offline judge ([`LocalBatchJudge`]): it asks no model, so the
+//! keys that describe one (`base_url`, `model`, `api_key_env`, `structured_output`,
+//! `timeout_secs`, `max_retries`, `max_tokens` and the prompt files) are refused next to
+//! it; its only key is `params`, a parameter file. When `local` is chosen by a flag or
+//! `MEMDEDUP_JUDGE` over a file describing an LLM judge, the file's LLM keys are ignored.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use dedup_assist::{DedupOptions, Judge, JudgePrompts, LlmJudge};
+use dedup_assist::{DedupOptions, Judge, JudgePrompts, LlmJudge, LocalBatchJudge};
 use dedup_llm::{AnthropicChat, AnthropicChatConfig, ChatModel, OpenAiChat, OpenAiChatConfig};
 
 use crate::{ConfigFile, Error, Result};
 
 /// The keys of `[judge]`.
-pub(crate) const JUDGE_KEYS: [&str; 19] = [
+pub(crate) const JUDGE_KEYS: [&str; 20] = [
     "kind",
+    "params",
     "base_url",
     "model",
     "api_key_env",
@@ -34,17 +41,33 @@ pub(crate) const JUDGE_KEYS: [&str; 19] = [
     "max_passes",
 ];
 
-/// The environment variable choosing the judge (`openai` or `anthropic`).
+/// The keys of `[judge]` that describe a model, refused next to `kind = "local"`.
+const LLM_ONLY_KEYS: [&str; 10] = [
+    "base_url",
+    "model",
+    "api_key_env",
+    "structured_output",
+    "timeout_secs",
+    "max_retries",
+    "max_tokens",
+    "system_prompt",
+    "incremental_prompt",
+    "bootstrap_prompt",
+];
+
+/// The environment variable choosing the judge (`local`, `openai` or `anthropic`).
 pub const JUDGE_ENV_VAR: &str = "MEMDEDUP_JUDGE";
 /// The environment variable with the judge's API base URL.
 pub const JUDGE_URL_ENV_VAR: &str = "MEMDEDUP_JUDGE_URL";
 /// The environment variable with the judge's model name.
 pub const JUDGE_MODEL_ENV_VAR: &str = "MEMDEDUP_JUDGE_MODEL";
 
-/// Which API a judge speaks.
+/// Which judge assisted dedup asks: the offline one or the API an LLM judge speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum JudgeKind {
+    /// The offline judge ([`LocalBatchJudge`]): no model, no network.
+    Local,
     /// OpenAI-compatible `/v1/chat/completions` (OpenAI, Ollama, vLLM, llama.cpp, LM Studio).
     OpenAi,
     /// Anthropic `/v1/messages`.
@@ -54,29 +77,35 @@ pub enum JudgeKind {
 impl JudgeKind {
     fn parse(raw: &str) -> Option<JudgeKind> {
         match raw.trim().to_ascii_lowercase().as_str() {
+            "local" => Some(JudgeKind::Local),
             "openai" => Some(JudgeKind::OpenAi),
             "anthropic" => Some(JudgeKind::Anthropic),
             _ => None,
         }
     }
 
-    /// `openai` or `anthropic`.
+    /// `local`, `openai` or `anthropic`.
     pub fn as_str(self) -> &'static str {
         match self {
+            JudgeKind::Local => "local",
             JudgeKind::OpenAi => "openai",
             JudgeKind::Anthropic => "anthropic",
         }
     }
 
+    /// Empty for the local judge, which has no API.
     fn default_base_url(self) -> &'static str {
         match self {
+            JudgeKind::Local => "",
             JudgeKind::OpenAi => "https://api.openai.com/v1",
             JudgeKind::Anthropic => "https://api.anthropic.com/v1",
         }
     }
 
+    /// Empty for the local judge, which asks no model.
     fn default_model(self) -> &'static str {
         match self {
+            JudgeKind::Local => "",
             JudgeKind::OpenAi => "gpt-4o-mini",
             JudgeKind::Anthropic => "claude-3-5-haiku-latest",
         }
@@ -92,16 +121,18 @@ pub struct JudgeOverrides {
     pub base_url: Option<String>,
     /// `--judge-model`.
     pub model: Option<String>,
+    /// `--judge-params`: the local judge's parameter file.
+    pub params: Option<PathBuf>,
 }
 
 /// A judge, resolved from flags > environment > `[judge]` > defaults.
 #[derive(Clone, PartialEq)]
 pub struct JudgeSettings {
-    /// The API it speaks.
+    /// The judge: local, or the API it speaks.
     pub kind: JudgeKind,
-    /// The API base, e.g. `http://127.0.0.1:11434/v1`.
+    /// The API base, e.g. `http://127.0.0.1:11434/v1` (empty for the local judge).
     pub base_url: String,
-    /// The model name.
+    /// The model name (empty for the local judge).
     pub model: String,
     /// The API key: `$MEMDEDUP_JUDGE_API_KEY`, else the variable `api_key_env` names,
     /// else `$OPENAI_API_KEY` / `$ANTHROPIC_API_KEY`. Never printed.
@@ -117,6 +148,10 @@ pub struct JudgeSettings {
     pub max_tokens: u32,
     /// The prompts (seed 003's unless files are named).
     pub prompts: JudgePrompts,
+    /// The local judge's parameter file: `--judge-params`, else `[judge] params`
+    /// (relative to memdedup.toml); the built-in parameters when `None`. Always `None`
+    /// for an LLM judge.
+    pub params: Option<PathBuf>,
 }
 
 impl fmt::Debug for JudgeSettings {
@@ -130,16 +165,22 @@ impl fmt::Debug for JudgeSettings {
             .field("timeout", &self.timeout)
             .field("max_retries", &self.max_retries)
             .field("max_tokens", &self.max_tokens)
+            .field("params", &self.params)
             .finish_non_exhaustive()
     }
 }
 
 impl JudgeSettings {
     /// The chat model these settings describe: the client a judge (and fact extraction)
-    /// talks to.
+    /// talks to. The local judge has none: an error saying so.
     pub fn chat_model(&self) -> Result<Arc<dyn ChatModel>> {
         let config_error = |message: String| Error::Config { origin: "judge settings".to_owned(), message };
         Ok(match self.kind {
+            JudgeKind::Local => {
+                return Err(config_error(
+                    "the local judge asks no model, and this needs one: choose --judge openai|anthropic".to_owned(),
+                ));
+            }
             JudgeKind::OpenAi => {
                 let mut config = OpenAiChatConfig::new(&self.base_url, &self.model);
                 config.api_key = self.api_key.clone();
@@ -164,9 +205,19 @@ impl JudgeSettings {
         })
     }
 
-    /// The judge these settings describe: an [`LlmJudge`] on [`JudgeSettings::chat_model`]
-    /// with the configured prompts and reply limit.
+    /// The judge these settings describe: a [`LocalBatchJudge`] with the parameter file
+    /// (or the built-in parameters), or an [`LlmJudge`] on [`JudgeSettings::chat_model`]
+    /// with the configured prompts and reply limit. Fails naming the parameter file when
+    /// it cannot be read or is invalid.
     pub fn build(&self) -> Result<Arc<dyn Judge>> {
+        if self.kind == JudgeKind::Local {
+            let judge = match &self.params {
+                Some(path) => LocalBatchJudge::from_params_file(path)
+                    .map_err(|e| Error::Config { origin: "judge settings".to_owned(), message: e.to_string() })?,
+                None => LocalBatchJudge::builtin(),
+            };
+            return Ok(Arc::new(judge));
+        }
         let chat = self.chat_model()?;
         Ok(Arc::new(LlmJudge::new(chat).with_prompts(self.prompts.clone()).with_max_tokens(self.max_tokens)))
     }
@@ -212,12 +263,21 @@ impl ConfigFile {
         };
         let kind_text = pick(&overrides.kind, JUDGE_ENV_VAR, "kind")?.ok_or_else(|| {
             self.error(
-                "no judge is configured: pass --judge openai|anthropic (with --judge-url and --judge-model), \
-                 set MEMDEDUP_JUDGE, or set `judge.kind` in memdedup.toml",
+                "no judge is configured: pass --judge openai|anthropic (with --judge-url and --judge-model) \
+                 or, to dedup offline, --judge local; set MEMDEDUP_JUDGE, or set `judge.kind` in memdedup.toml",
             )
         })?;
         let kind = JudgeKind::parse(&kind_text)
-            .ok_or_else(|| self.error(format!("judge {kind_text:?} is not \"openai\" or \"anthropic\"")))?;
+            .ok_or_else(|| self.error(format!("judge {kind_text:?} is not \"local\", \"openai\" or \"anthropic\"")))?;
+        if kind == JudgeKind::Local {
+            return self.local_judge_settings(overrides);
+        }
+        if overrides.params.is_some() {
+            return Err(self.error(format!(
+                "--judge-params is for the local judge (--judge local), not the {} judge",
+                kind.as_str()
+            )));
+        }
         let base_url = pick(&overrides.base_url, JUDGE_URL_ENV_VAR, "base_url")?
             .unwrap_or_else(|| kind.default_base_url().to_owned());
         let model =
@@ -226,8 +286,9 @@ impl ConfigFile {
             .or_else(|| self.judge_string("api_key_env").ok().flatten().and_then(|var| env(&var)))
             .or_else(|| {
                 env(match kind {
-                    JudgeKind::OpenAi => "OPENAI_API_KEY",
                     JudgeKind::Anthropic => "ANTHROPIC_API_KEY",
+                    // The local judge returned above.
+                    JudgeKind::OpenAi | JudgeKind::Local => "OPENAI_API_KEY",
                 })
             });
         let prompt = |key: &str| -> Result<Option<PathBuf>> {
@@ -249,6 +310,33 @@ impl ConfigFile {
             max_retries: self.judge_int("max_retries", 0, 20)?.map_or(3, |n| n as u32),
             max_tokens: self.judge_int("max_tokens", 16, 1 << 20)?.map_or(LlmJudge::DEFAULT_MAX_TOKENS, |n| n as u32),
             prompts,
+            params: None,
+        })
+    }
+
+    /// The local judge's settings: no API, no model, no key; the parameter file of
+    /// `--judge-params`, else `[judge] params`.
+    fn local_judge_settings(&self, overrides: &JudgeOverrides) -> Result<JudgeSettings> {
+        if overrides.base_url.is_some() || overrides.model.is_some() {
+            return Err(
+                self.error("--judge-url and --judge-model do not apply to the local judge, which asks no model")
+            );
+        }
+        let params = match &overrides.params {
+            Some(path) => Some(path.clone()),
+            None => self.judge_string("params")?.map(|p| self.relative_to_file(Path::new(&p))),
+        };
+        Ok(JudgeSettings {
+            kind: JudgeKind::Local,
+            base_url: String::new(),
+            model: String::new(),
+            api_key: None,
+            structured_output: false,
+            timeout: Duration::from_secs(120),
+            max_retries: 0,
+            max_tokens: LlmJudge::DEFAULT_MAX_TOKENS,
+            prompts: JudgePrompts::default(),
+            params,
         })
     }
 
@@ -289,12 +377,27 @@ impl ConfigFile {
         if let Some(unknown) = table.keys().find(|k| !JUDGE_KEYS.contains(&k.as_str())) {
             return Err(self.error(format!("unknown key `judge.{unknown}` (known: {})", JUDGE_KEYS.join(", "))));
         }
-        if let Some(kind) = self.judge_string("kind")?
-            && JudgeKind::parse(&kind).is_none()
-        {
-            return Err(self.error(format!("`judge.kind` {kind:?} is not \"openai\" or \"anthropic\"")));
+        let kind = self.judge_string("kind")?;
+        if let Some(kind) = &kind {
+            match JudgeKind::parse(kind) {
+                None => {
+                    return Err(
+                        self.error(format!("`judge.kind` {kind:?} is not \"local\", \"openai\" or \"anthropic\""))
+                    );
+                }
+                Some(JudgeKind::Local) => {
+                    if let Some(key) = LLM_ONLY_KEYS.iter().find(|k| table.contains_key(**k)) {
+                        return Err(self.error(format!(
+                            "`judge.{key}` does not apply to `judge.kind = \"local\"`, which asks no model; remove it"
+                        )));
+                    }
+                }
+                Some(_) => {}
+            }
         }
-        for key in ["base_url", "model", "api_key_env", "system_prompt", "incremental_prompt", "bootstrap_prompt"] {
+        for key in
+            ["base_url", "model", "api_key_env", "system_prompt", "incremental_prompt", "bootstrap_prompt", "params"]
+        {
             self.judge_string(key)?;
         }
         self.judge_bool("structured_output")?;
@@ -389,6 +492,7 @@ mod tests {
             kind: Some("openai".into()),
             base_url: Some("http://127.0.0.1:11434/v1".into()),
             model: Some("flag-model".into()),
+            params: None,
         };
         let settings = config.judge_settings_with_env(&flags, env).unwrap();
         assert_eq!((settings.kind, settings.model.as_str()), (JudgeKind::OpenAi, "flag-model"));
@@ -441,6 +545,8 @@ mod tests {
             ("[judge]\nstructured_output = \"yes\"\n", "`judge.structured_output` must be true or false"),
             ("[judge]\nmodel = 3\n", "`judge.model` must be a string, not integer"),
             ("judge = 3\n", "`judge` must be a table"),
+            ("[judge]\nkind = \"local\"\nmodel = \"x\"\n", "`judge.model` does not apply to `judge.kind = \"local\"`"),
+            ("[judge]\nkind = \"local\"\nparams = 3\n", "`judge.params` must be a string"),
         ] {
             let err = parse(text).unwrap_err().to_string();
             assert!(err.contains(expected), "{text}: {err}");
@@ -457,6 +563,63 @@ mod tests {
         assert_eq!((options.batch_size, options.batch_chars, options.max_passes), (3, 9000, 2));
         assert_eq!(options.rules.min_confidence_hint, 0.9);
         assert!((options.min_sim - 0.6).abs() < 1e-6);
+    }
+
+    #[test]
+    fn the_local_judge_needs_no_model_and_reads_its_parameter_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("memdedup.toml");
+        std::fs::write(
+            dir.path().join("judge.json"),
+            r#"{"duplicate_floor": 0.7, "related_floor": 0.4, "vetoes": ["specifics_differ"]}"#,
+        )
+        .unwrap();
+        let config = ConfigFile::parse("[judge]\nkind = \"local\"\nparams = \"judge.json\"\n", &path).unwrap();
+        let settings = config.judge_settings_with_env(&JudgeOverrides::default(), no_env).unwrap();
+        assert_eq!(settings.kind, JudgeKind::Local);
+        assert_eq!(settings.params.as_deref(), Some(dir.path().join("judge.json").as_path()));
+        assert_eq!((settings.base_url.as_str(), settings.model.as_str(), settings.api_key.as_deref()), ("", "", None));
+        let judge = settings.build().unwrap();
+        assert_eq!(judge.name(), "local");
+        assert!(judge.model().starts_with("local-judge/") && judge.model() != "local-judge/builtin");
+        assert_eq!(judge.default_min_confidence(), Some(f64::from(0.7f32)));
+        let err = settings.chat_model().unwrap_err().to_string();
+        assert!(err.contains("the local judge asks no model"), "{err}");
+
+        // The environment chooses it too; without a file it uses the built-in parameters.
+        let env = |name: &str| (name == JUDGE_ENV_VAR).then(|| "local".to_owned());
+        let settings = parse("").unwrap().judge_settings_with_env(&JudgeOverrides::default(), env).unwrap();
+        assert_eq!((settings.kind, settings.params.clone()), (JudgeKind::Local, None));
+        assert_eq!(settings.build().unwrap().model(), "local-judge/builtin");
+    }
+
+    #[test]
+    fn local_judge_mistakes_are_clear() {
+        let local = |params: Option<&str>| JudgeOverrides {
+            kind: Some("local".into()),
+            params: params.map(PathBuf::from),
+            ..JudgeOverrides::default()
+        };
+        // A file describing an LLM judge: its keys are ignored when the flag picks local.
+        let file = parse("[judge]\nkind = \"openai\"\nmodel = \"m\"\nmax_tokens = 100\n").unwrap();
+        assert_eq!(file.judge_settings_with_env(&local(None), no_env).unwrap().kind, JudgeKind::Local);
+        let with_url = JudgeOverrides { base_url: Some("http://x".into()), ..local(None) };
+        let err = file.judge_settings_with_env(&with_url, no_env).unwrap_err().to_string();
+        assert!(err.contains("--judge-url and --judge-model do not apply to the local judge"), "{err}");
+        let openai_params = JudgeOverrides { kind: Some("openai".into()), ..local(Some("p.json")) };
+        let err = file.judge_settings_with_env(&openai_params, no_env).unwrap_err().to_string();
+        assert!(err.contains("--judge-params is for the local judge"), "{err}");
+
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("missing.json");
+        let settings = file.judge_settings_with_env(&local(missing.to_str()), no_env).unwrap();
+        let err = settings.build().unwrap_err().to_string();
+        assert!(err.contains("cannot read judge parameters") && err.contains("missing.json"), "{err}");
+        let bad = dir.path().join("bad.json");
+        std::fs::write(&bad, "{\"duplicate_floor\": 0.7}").unwrap();
+        let settings = file.judge_settings_with_env(&local(bad.to_str()), no_env).unwrap();
+        let err = settings.build().unwrap_err().to_string();
+        assert!(err.contains("bad.json") && err.contains("invalid"), "{err}");
     }
 
     #[test]

@@ -12,8 +12,8 @@
 //! puts the store's embedding cache in front of any embedder.
 //!
 //! For conceptual duplicates that similarity alone cannot decide, [`Deduplicator`] runs
-//! seed 003's assisted dedup with a [`Judge`] (an LLM through [`LlmJudge`], configured by
-//! [`JudgeSettings`] from `[judge]` and flags); every merge is logged in the store and
+//! seed 003's assisted dedup with a [`Judge`] (an LLM through [`LlmJudge`], or offline
+//! through [`LocalBatchJudge`], configured by [`JudgeSettings`] from `[judge]` and flags); every merge is logged in the store and
 //! can be undone ([`Store::undo_merge`]).
 //!
 //! **Architecture invariant:** the facade adds wiring, not logic: grouping and merge rules
@@ -67,8 +67,8 @@ pub use dedup_store::{
 
 #[doc(inline)]
 pub use dedup_assist::{
-    DedupOptions, Deduplicator, ExhaustedMemory, Judge, JudgeFailure, JudgePrompts, JudgeReply, LlmJudge, MergeSummary,
-    PassReport, Progress, Proposal, RunReport,
+    DedupOptions, Deduplicator, ExhaustedMemory, Judge, JudgeFailure, JudgePrompts, JudgeReply, LlmJudge,
+    LocalBatchJudge, MergeSummary, PassReport, Progress, Proposal, RunReport,
 };
 #[doc(inline)]
 pub use dedup_core::{JudgeBatch, JudgeMode, JudgeResponse, TextChoice};

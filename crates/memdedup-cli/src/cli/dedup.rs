@@ -8,10 +8,17 @@ use super::{parse_between, parse_unit};
 /// memdedup.toml.
 #[derive(Debug, Args)]
 pub(crate) struct JudgeArgs {
-    /// The judge's API: `openai` (any OpenAI-compatible /v1/chat/completions server:
-    /// OpenAI, Ollama, vLLM, llama.cpp, LM Studio) or `anthropic` (/v1/messages). The key
-    /// comes from $MEMDEDUP_JUDGE_API_KEY, else $OPENAI_API_KEY / $ANTHROPIC_API_KEY.
-    #[arg(long, value_name = "openai|anthropic", value_parser = ["openai", "anthropic"], ignore_case = true)]
+    /// The judge: `local` (offline: the local judge decides each candidate pair, no model
+    /// is asked; `memdedup dedup` only), or an LLM's API: `openai` (any OpenAI-compatible
+    /// /v1/chat/completions server: OpenAI, Ollama, vLLM, llama.cpp, LM Studio) or
+    /// `anthropic` (/v1/messages). The key comes from $MEMDEDUP_JUDGE_API_KEY, else
+    /// $OPENAI_API_KEY / $ANTHROPIC_API_KEY.
+    #[arg(
+        long,
+        value_name = "local|openai|anthropic",
+        value_parser = ["local", "openai", "anthropic"],
+        ignore_case = true
+    )]
     pub judge: Option<String>,
     /// The API base URL, e.g. http://127.0.0.1:11434/v1.
     #[arg(long, value_name = "URL")]
@@ -67,11 +74,17 @@ pub(crate) struct DedupArgs {
     /// Failed attempts after which a memory is reported and not retried (default 3).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=100))]
     pub max_attempts: Option<u64>,
-    /// Groups below this confidence are not merged (default 0.8).
+    /// Groups below this confidence are not merged (default 0.8; with --judge local the
+    /// confidence is the lowest cosine of a group, and the default is the judge's
+    /// duplicate floor).
     #[arg(long, value_name = "F", value_parser = parse_unit)]
     pub min_confidence: Option<f64>,
     #[command(flatten)]
     pub judge: JudgeArgs,
+    /// The local judge's parameter file (JSON: duplicate_floor, related_floor, vetoes);
+    /// default `[judge] params`, else the built-in parameters.
+    #[arg(long, value_name = "FILE")]
+    pub judge_params: Option<std::path::PathBuf>,
 }
 
 /// `memdedup merges`.
