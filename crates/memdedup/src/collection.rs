@@ -122,6 +122,8 @@ pub async fn scan_collection(
         rejected.extend(part_rejected.into_iter().map(|r| RejectedPair { a: indices[r.a], b: indices[r.b], ..r }));
     }
     groups.sort_by_key(|g| g.members[0]);
+    refused.sort_by_key(|r| (r.survivor, r.member));
+    rejected.sort_by_key(|r| (r.a, r.b));
     let duplicates = groups.iter().map(|g| g.members.len() - 1).sum();
     Ok(ScanReport {
         model: embedder.model_id().to_owned(),
