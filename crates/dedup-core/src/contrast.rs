@@ -220,10 +220,91 @@ const CONDITIONS: [&str; 10] = [
 /// Words that restrict a claim to a narrower case.
 const NARROWING: [&str; 3] = ["only", "just", "solely"];
 
+/// What [`contrast`] needs to know about one text, computed once: comparing a text with
+/// many others (a scan judges every close pair) then costs only the comparisons.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TextFeatures {
+    /// The text after [`normalize_content`](crate::normalize_content).
+    pub normalized: String,
+    words: Vec<String>,
+    stems: Vec<String>,
+    word_set: BTreeSet<String>,
+    specifics: BTreeSet<Specific>,
+    entities: BTreeSet<String>,
+    /// For each term of [`OPPOSITES`] (first, second, in order), whether the text has it.
+    opposite_terms: Vec<bool>,
+    /// The first negating word, and the stems of the words each negation negates.
+    negation: Option<String>,
+    negated: Vec<(String, String)>,
+    condition: Option<String>,
+    narrowing: Option<String>,
+}
+
+impl TextFeatures {
+    /// The features of `text`.
+    pub fn new(text: &str) -> TextFeatures {
+        let words = words(text);
+        let stems: Vec<String> = words.iter().map(|w| stem(w)).collect();
+        let has = |term: &str| {
+            let term = stem(term);
+            stems.iter().any(|w| same_stem(w, &term))
+        };
+        let opposite_terms = OPPOSITES.iter().flat_map(|(x, y)| [has(x), has(y)]).collect();
+        let is_negation = |w: &str| NEGATIONS.contains(&w) || w.ends_with("n't");
+        let negation = words.iter().find(|w| is_negation(w)).cloned();
+        let negated = words
+            .iter()
+            .enumerate()
+            .filter(|(_, w)| is_negation(w))
+            .filter_map(|(i, w)| {
+                let next =
+                    words[i + 1..].iter().find(|n| !matches!(n.as_str(), "to" | "be" | "ever" | "a" | "an" | "the"))?;
+                Some((w.clone(), stem(next)))
+            })
+            .collect();
+        let joined = format!(" {} ", words.join(" "));
+        let condition = CONDITIONS.iter().find(|c| joined.contains(&format!(" {c} "))).map(|c| (*c).to_owned());
+        // `only if` and `only when` are conditions, and `only after`, `only once`, `only be`
+        // stress an order or a rule: none is a narrower scope.
+        let narrowing = words
+            .iter()
+            .enumerate()
+            .find(|(i, w)| {
+                NARROWING.contains(&w.as_str())
+                    && !words.get(i + 1).is_some_and(|next| {
+                        matches!(next.as_str(), "if" | "when" | "after" | "before" | "once" | "then" | "be")
+                    })
+            })
+            .map(|(_, w)| w.clone());
+        TextFeatures {
+            normalized: crate::normalize_content(text),
+            word_set: words.iter().cloned().collect(),
+            specifics: specifics(text),
+            entities: entities(text),
+            words,
+            stems,
+            opposite_terms,
+            negation,
+            negated,
+            condition,
+            narrowing,
+        }
+    }
+
+    /// Whether a word of this text is `stem` up to inflection.
+    fn says(&self, stem: &str) -> bool {
+        self.stems.iter().any(|w| same_stem(w, stem))
+    }
+}
+
 /// Every contrast between `first` and `second`, in a fixed order.
 pub fn contrast(first: &str, second: &str) -> Vec<Contrast> {
+    contrast_features(&TextFeatures::new(first), &TextFeatures::new(second))
+}
+
+/// [`contrast`] from features computed once per text.
+pub fn contrast_features(a: &TextFeatures, b: &TextFeatures) -> Vec<Contrast> {
     let mut found = Vec::new();
-    let (a, b) = (specifics(first), specifics(second));
     // A specific that is part of one of the other side's (`-D warnings` in `cargo clippy
     // -- -D warnings`), or holds one, is the same detail written more or less fully.
     // Numbers are compared whole (`1` is not part of `413`).
@@ -236,83 +317,60 @@ pub fn contrast(first: &str, second: &str) -> Vec<Contrast> {
         };
         x.difference(y).filter(|s| !written_out(s)).map(|s| s.text().to_owned()).collect()
     };
-    let (only_a, only_b) = (only(&a, &b), only(&b, &a));
+    let (only_a, only_b) = (only(&a.specifics, &b.specifics), only(&b.specifics, &a.specifics));
     if !only_a.is_empty() && !only_b.is_empty() {
         found.push(Contrast::SpecificsDiffer { first: only_a, second: only_b });
     }
 
-    let (wa, wb) = (words(first), words(second));
-    let has = |ws: &[String], term: &str| ws.iter().any(|w| same_word(w, term));
-    for (x, y) in OPPOSITES {
-        for (p, q) in [(x, y), (y, x)] {
-            if has(&wa, p) && !has(&wa, q) && has(&wb, q) && !has(&wb, p) {
-                found.push(Contrast::OppositeWords { first: p.to_owned(), second: q.to_owned() });
-            }
+    for (k, (x, y)) in OPPOSITES.iter().enumerate() {
+        let (ax, ay, bx, by) = (
+            a.opposite_terms[2 * k],
+            a.opposite_terms[2 * k + 1],
+            b.opposite_terms[2 * k],
+            b.opposite_terms[2 * k + 1],
+        );
+        if ax && !ay && by && !bx {
+            found.push(Contrast::OppositeWords { first: (*x).to_owned(), second: (*y).to_owned() });
+        }
+        if ay && !ax && bx && !by {
+            found.push(Contrast::OppositeWords { first: (*y).to_owned(), second: (*x).to_owned() });
         }
     }
 
     // A negation counts when the word it negates is one the other text says plainly
     // ("never retry 429s" / "retry 429s with backoff"); a paraphrase that turns "never use
     // X" into "prefer Y" negates nothing the other says.
-    let negates = |ws: &[String], other: &[String]| {
-        ws.iter().enumerate().find_map(|(i, w)| {
-            if !(NEGATIONS.contains(&w.as_str()) || w.ends_with("n't")) {
-                return None;
-            }
-            let negated =
-                ws[i + 1..].iter().find(|n| !matches!(n.as_str(), "to" | "be" | "ever" | "a" | "an" | "the"))?;
-            other.iter().any(|o| same_word(o, negated)).then(|| w.clone())
-        })
+    let negates = |x: &TextFeatures, other: &TextFeatures| {
+        x.negated.iter().find(|(_, negated)| other.says(negated)).map(|(word, _)| word.clone())
     };
-    let negation = |ws: &[String]| ws.iter().find(|w| NEGATIONS.contains(&w.as_str()) || w.ends_with("n't")).cloned();
-    match (negation(&wa), negation(&wb)) {
+    match (&a.negation, &b.negation) {
         (Some(_), None) => {
-            if let Some(word) = negates(&wa, &wb) {
+            if let Some(word) = negates(a, b) {
                 found.push(Contrast::NegationFlip { word, in_first: true });
             }
         }
         (None, Some(_)) => {
-            if let Some(word) = negates(&wb, &wa) {
+            if let Some(word) = negates(b, a) {
                 found.push(Contrast::NegationFlip { word, in_first: false });
             }
         }
         _ => {}
     }
 
-    let condition = |text: &str| {
-        let lower = format!(" {} ", words(text).join(" "));
-        CONDITIONS.iter().find(|c| lower.contains(&format!(" {c} "))).map(|c| (*c).to_owned())
-    };
-    match (condition(first), condition(second)) {
-        (Some(marker), None) => found.push(Contrast::AddedCondition { marker, in_first: true }),
-        (None, Some(marker)) => found.push(Contrast::AddedCondition { marker, in_first: false }),
+    match (&a.condition, &b.condition) {
+        (Some(marker), None) => found.push(Contrast::AddedCondition { marker: marker.clone(), in_first: true }),
+        (None, Some(marker)) => found.push(Contrast::AddedCondition { marker: marker.clone(), in_first: false }),
         _ => {}
     }
 
-    // `only if` and `only when` are conditions, and `only after`, `only once`, `only be`
-    // stress an order or a rule: none is a narrower scope.
-    let narrowing = |ws: &[String]| {
-        ws.iter()
-            .enumerate()
-            .find(|(i, w)| {
-                NARROWING.contains(&w.as_str())
-                    && !ws.get(i + 1).is_some_and(|next| {
-                        matches!(next.as_str(), "if" | "when" | "after" | "before" | "once" | "then" | "be")
-                    })
-            })
-            .map(|(_, w)| w.clone())
-    };
-    match (narrowing(&wa), narrowing(&wb)) {
-        (Some(word), None) => found.push(Contrast::ScopeNarrowed { word, in_first: true }),
-        (None, Some(word)) => found.push(Contrast::ScopeNarrowed { word, in_first: false }),
+    match (&a.narrowing, &b.narrowing) {
+        (Some(word), None) => found.push(Contrast::ScopeNarrowed { word: word.clone(), in_first: true }),
+        (None, Some(word)) => found.push(Contrast::ScopeNarrowed { word: word.clone(), in_first: false }),
         _ => {}
     }
 
-    found.extend(word_edits(&wa, &wb));
+    found.extend(word_edits(&a.words, &b.words));
 
-    let (ea, eb) = (entities(first), entities(second));
-    let lower_a: BTreeSet<String> = wa.iter().cloned().collect();
-    let lower_b: BTreeSet<String> = wb.iter().cloned().collect();
     // An entity whose name starts another's (`ETH` / `Ethereum`) is taken for the same.
     let named = |e: &String, words: &BTreeSet<String>| {
         let e = e.to_lowercase();
@@ -320,8 +378,8 @@ pub fn contrast(first: &str, second: &str) -> Vec<Contrast> {
             .iter()
             .any(|w| *w == e || (e.len() >= 3 && w.len() >= 3 && (w.starts_with(&e) || e.starts_with(w.as_str()))))
     };
-    let only_a: Vec<String> = ea.iter().filter(|e| !named(e, &lower_b)).cloned().collect();
-    let only_b: Vec<String> = eb.iter().filter(|e| !named(e, &lower_a)).cloned().collect();
+    let only_a: Vec<String> = a.entities.iter().filter(|e| !named(e, &b.word_set)).cloned().collect();
+    let only_b: Vec<String> = b.entities.iter().filter(|e| !named(e, &a.word_set)).cloned().collect();
     if !only_a.is_empty() && !only_b.is_empty() {
         found.push(Contrast::EntitiesDiffer { first: only_a, second: only_b });
     }
@@ -385,15 +443,17 @@ fn word_edits(wa: &[String], wb: &[String]) -> Option<Contrast> {
     }
 }
 
-/// Whether `word` is `term` up to inflection: equal stems, or stems sharing a prefix of
-/// five letters or more that leaves at most two of the shorter one (`enabled` / `enable`,
-/// `rewritten` / `rewrite`), or one of four letters starting the other (`prefers` /
-/// `prefer`).
-fn same_word(word: &str, term: &str) -> bool {
-    let (w, t) = (stem(word), stem(term));
+/// Whether two stems are one word up to inflection: equal, or sharing a prefix of five
+/// letters or more that leaves at most two of the shorter one (`enabl` / `enable`,
+/// `rewritten` / `rewrite`), or the shorter one (of four letters or more) starting the
+/// other (`prefer` / `preferr`).
+fn same_stem(w: &str, t: &str) -> bool {
+    if w == t {
+        return true;
+    }
     let shared = w.chars().zip(t.chars()).take_while(|(x, y)| x == y).count();
     let shorter = w.chars().count().min(t.chars().count());
-    w == t || (shorter >= 4 && shared == shorter) || (shared >= 5 && shared + 2 >= shorter)
+    (shorter >= 4 && shared == shorter) || (shared >= 5 && shared + 2 >= shorter)
 }
 
 /// A crude stem: common inflections removed, so `shorting` meets `short`.

@@ -8,7 +8,8 @@
 use rayon::prelude::*;
 
 use crate::{
-    Edge, Embedding, Error, GuardedGrouping, Linkage, LocalJudge, PairJudgement, PairVerdict, Result, group_confirmed,
+    Edge, Embedding, Error, GuardedGrouping, Linkage, LocalJudge, PairJudgement, PairVerdict, Result, TextFeatures,
+    group_confirmed,
 };
 
 /// A pair the judge was asked about and did not confirm, though its cosine reached the
@@ -78,8 +79,11 @@ pub fn group_judged(
     }
     let floor = floor.min(judge.params().duplicate_floor);
     let candidates = similar_pairs(embeddings, floor)?;
-    let judged: Vec<(Edge, PairJudgement)> =
-        candidates.into_par_iter().map(|e| (e, judge.judge(texts[e.a], texts[e.b], e.score))).collect();
+    let features: Vec<TextFeatures> = texts.par_iter().map(|t| TextFeatures::new(t)).collect();
+    let judged: Vec<(Edge, PairJudgement)> = candidates
+        .into_par_iter()
+        .map(|e| (e, judge.judge_features(&features[e.a], &features[e.b], e.score)))
+        .collect();
     let count = judged.len();
     let mut links = Vec::new();
     let mut rejected = Vec::new();
@@ -92,7 +96,7 @@ pub fn group_judged(
     }
     let check = |a: usize, b: usize| {
         let cosine = embeddings[a].cosine(&embeddings[b]).map_err(|e| e.to_string())?;
-        let judgement = judge.judge(texts[a], texts[b], cosine);
+        let judgement = judge.judge_features(&features[a], &features[b], cosine);
         if judgement.is_duplicate() { Ok(cosine) } else { Err(judgement.reasons.join("; ")) }
     };
     let grouping = group_confirmed(texts.len(), &links, linkage, check)?;

@@ -45,7 +45,7 @@ mod threshold;
 
 pub use api_error::{MAX_API_ERROR_TEXT, api_error_message, error_chain, truncate_error_text};
 pub use content_hash::{ContentHash, normalize_content};
-pub use contrast::{CONTRAST_KINDS, Contrast, contrast};
+pub use contrast::{CONTRAST_KINDS, Contrast, TextFeatures, contrast, contrast_features};
 pub use embedding::Embedding;
 pub use error::{Error, Result};
 pub use facts::{

@@ -17,7 +17,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::contrast::{CONTRAST_KINDS, Contrast, contrast};
+use crate::contrast::{CONTRAST_KINDS, Contrast, TextFeatures, contrast_features};
 use crate::{Error, Result, normalize_content};
 
 /// The built-in parameters, as `cargo xtask fit-judge` wrote them.
@@ -144,7 +144,17 @@ impl LocalJudge {
 
     /// Judges a pair of texts whose embeddings have cosine `cosine`.
     pub fn judge(&self, first: &str, second: &str, cosine: f32) -> PairJudgement {
-        if normalize_content(first) == normalize_content(second) {
+        if cosine < self.params.related_floor && normalize_content(first) != normalize_content(second) {
+            // Below the related floor the contrasts cannot change the verdict.
+            return self.decide(cosine, Vec::new());
+        }
+        self.judge_features(&TextFeatures::new(first), &TextFeatures::new(second), cosine)
+    }
+
+    /// [`LocalJudge::judge`] from features computed once per text (for judging one text
+    /// against many).
+    pub fn judge_features(&self, first: &TextFeatures, second: &TextFeatures, cosine: f32) -> PairJudgement {
+        if first.normalized == second.normalized {
             return PairJudgement {
                 verdict: PairVerdict::Duplicate,
                 cosine,
@@ -153,7 +163,7 @@ impl LocalJudge {
             };
         }
         // Below the related floor the contrasts cannot change the verdict.
-        let contrasts = if cosine < self.params.related_floor { Vec::new() } else { contrast(first, second) };
+        let contrasts = if cosine < self.params.related_floor { Vec::new() } else { contrast_features(first, second) };
         self.decide(cosine, contrasts)
     }
 

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use anyhow::{Context, Result, bail};
 use memdedup::crates::core::{
     CONTRAST_KINDS, Contrast, Edge, Labelled, Linkage, LocalJudge, LocalJudgeParams, PairScore, PairVerdict,
-    SCORE_TOLERANCE, contrast, group_confirmed, normalize_content, score_grouping,
+    SCORE_TOLERANCE, TextFeatures, contrast_features, group_confirmed, score_grouping,
 };
 use memdedup::{Embedding, Threshold};
 use serde_json::{Value, json};
@@ -186,7 +186,7 @@ struct PairTable {
 
 impl PairTable {
     fn new(items: &[Item], embeddings: &[Embedding], floor: f32) -> PairTable {
-        let normalized: Vec<String> = items.iter().map(|i| normalize_content(&i.text)).collect();
+        let features: Vec<TextFeatures> = items.iter().map(|i| TextFeatures::new(&i.text)).collect();
         let mut pairs = BTreeMap::new();
         for a in 0..items.len() {
             for b in a + 1..items.len() {
@@ -194,11 +194,11 @@ impl PairTable {
                     continue;
                 }
                 let cosine = embeddings[a].cosine(&embeddings[b]).unwrap_or(f32::NAN);
-                let same_text = normalized[a] == normalized[b];
+                let same_text = features[a].normalized == features[b].normalized;
                 if !(cosine >= floor || same_text) {
                     continue;
                 }
-                let contrasts = if same_text { Vec::new() } else { contrast(&items[a].text, &items[b].text) };
+                let contrasts = if same_text { Vec::new() } else { contrast_features(&features[a], &features[b]) };
                 pairs.insert((a, b), PairInfo { cosine, same_text, contrasts });
             }
         }
