@@ -6,6 +6,7 @@ mod eval;
 mod facts;
 mod facts_extract;
 mod help;
+mod judge;
 mod memory;
 mod model_unavailable;
 mod output_files;

@@ -129,6 +129,8 @@ pub(crate) struct CheckArgs {
     pub text: String,
     #[command(flatten)]
     pub scope: ScopeArgs,
+    #[command(flatten)]
+    pub judge: PairJudgeArgs,
     /// Print the DuplicateCheckResult as JSON.
     #[arg(long)]
     pub json: bool,
@@ -140,6 +142,8 @@ pub(crate) struct AddArgs {
     pub text: String,
     #[command(flatten)]
     pub scope: ScopeArgs,
+    #[command(flatten)]
+    pub judge: PairJudgeArgs,
     /// The memory's kind (lesson, decision, fact, …).
     #[arg(long, short, default_value = "memory")]
     pub kind: String,
@@ -156,9 +160,26 @@ pub(crate) struct CaptureArgs {
     /// JSONL candidates; `-` (the default) reads stdin.
     #[arg(default_value = "-")]
     pub file: PathBuf,
+    #[command(flatten)]
+    pub judge: PairJudgeArgs,
     /// Print every candidate's outcome as JSON instead of the hook output.
     #[arg(long)]
     pub json: bool,
+}
+
+/// What decides a semantic duplicate in `check`, `add` and `capture`.
+#[derive(Debug, Clone, Default, Args)]
+pub(crate) struct PairJudgeArgs {
+    /// What decides a semantic duplicate: `cosine` (the namespace's threshold alone) or
+    /// `local` (the local judge: vetoes close pairs that other numbers, a negation, an
+    /// added condition or another entity keep apart, and confirms paraphrases somewhat
+    /// below the threshold). Default: `[dedup] judge`, $MEMDEDUP_DEDUP_JUDGE, else cosine.
+    #[arg(long, value_name = "JUDGE", value_parser = ["cosine", "local"])]
+    pub judge: Option<String>,
+    /// The local judge's parameter file (JSON: duplicate_floor, related_floor, vetoes).
+    /// Default: `[dedup] judge_params`, else the built-in parameters.
+    #[arg(long, value_name = "FILE")]
+    pub judge_params: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
