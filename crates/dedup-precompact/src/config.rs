@@ -29,9 +29,9 @@ const NAMED_THRESHOLDS: [(&str, &str, f32); 3] = [
     ("learnings", "SUBCOG_DEDUP_THRESHOLD_LEARNINGS", 0.88),
 ];
 
-/// Every variable [`DeduplicationConfig::apply_env`] reads; any other `SUBCOG_DEDUP_*`
+/// Every `SUBCOG_DEDUP_*` variable [`DeduplicationConfig::apply_env`] reads; any other `SUBCOG_DEDUP_*`
 /// variable is ignored.
-const ENV_VARS: [&str; 10] = [
+const ENV_VARS: [&str; 9] = [
     ENV_ENABLED,
     NAMED_THRESHOLDS[0].1,
     NAMED_THRESHOLDS[1].1,
@@ -41,7 +41,6 @@ const ENV_VARS: [&str; 10] = [
     ENV_CACHE_CAPACITY,
     ENV_MIN_SEMANTIC_LENGTH,
     ENV_REDIS_URL,
-    PAIR_JUDGE_ENV_VAR,
 ];
 
 /// The keys of the `[dedup]` table of a config file.
@@ -318,9 +317,10 @@ impl DeduplicationConfig {
     /// The configuration in force: defaults, overlaid by the `[dedup]` table of `file` (the
     /// parsed file and its name, if there is one), overlaid by the process environment.
     ///
-    /// A `SUBCOG_DEDUP_*` variable that is not valid UTF-8 is an [`Error::Config`].
+    /// A `SUBCOG_DEDUP_*` variable or `MEMDEDUP_DEDUP_JUDGE` that is not valid UTF-8 is an
+    /// [`Error::Config`].
     pub fn load(file: Option<(&toml::Table, &str)>) -> Result<DeduplicationConfig> {
-        for name in ENV_VARS {
+        for name in ENV_VARS.into_iter().chain([PAIR_JUDGE_ENV_VAR]) {
             if let Err(std::env::VarError::NotUnicode(_)) = std::env::var(name) {
                 return Err(Error::config(name, "not valid UTF-8"));
             }
