@@ -1,3 +1,5 @@
+//! Unit tests of the pair judge choice: which candidate wins, and the verdict.
+
 use super::*;
 
 const STANDING: &str = "The user has a standing 1:1 with their manager every Thursday at 14:00.";
