@@ -57,6 +57,34 @@ fn scan_with_the_local_judge_keeps_other_numbers_and_opposites_apart_with_reason
     let human = text(&memdedup().args(["scan", "--judge", "local"]).arg(&path).assert().success().get_output().stdout);
     assert!(human.contains("kept apart by the judge (3)"), "{human}");
     assert!(human.contains("4 / 5"), "{human}");
+
+    // `[dedup] judge` in memdedup.toml chooses the judge too; the flag wins.
+    let (_config_dir, config) = temp_file("memdedup.toml", b"[dedup]\njudge = \"local\"\n");
+    let configured = json(
+        &memdedup()
+            .arg("--config")
+            .arg(&config)
+            .arg("scan")
+            .arg(&path)
+            .arg("--json")
+            .assert()
+            .success()
+            .get_output()
+            .stdout,
+    );
+    assert_eq!(members(&configured), [vec![1, 3]], "{configured}");
+    let overridden = json(
+        &memdedup()
+            .arg("--config")
+            .arg(&config)
+            .args(["scan", "--judge", "cosine", "--json"])
+            .arg(&path)
+            .assert()
+            .success()
+            .get_output()
+            .stdout,
+    );
+    assert_eq!(members(&overridden), [vec![1, 2, 3], vec![4, 5]], "{overridden}");
 }
 
 #[test]
@@ -182,7 +210,11 @@ fn bad_judge_flags_and_parameter_files_give_clear_errors() {
             "duplicate_floor 2 is outside [0, 1]",
         ),
         (vec!["eval", "--judge", "local", "--judge-params", unknown.to_str().unwrap()], "unknown veto \"vibes\""),
-        (vec!["scan", "--judge", "local", "--judge-params", garbage.to_str().unwrap()], "garbage.json: cannot use it"),
+        (
+            vec!["scan", "--judge", "local", "--judge-params", garbage.to_str().unwrap()],
+            "garbage.json: invalid judge parameters",
+        ),
+        (vec!["scan", "--judge-params", bad.to_str().unwrap()], "--judge-params"),
         (vec!["eval", "--judge-params", bad.to_str().unwrap()], "--judge-params needs --judge local"),
         (vec!["eval", "--judge", "local", "--sweep"], "--sweep needs --judge local and --json"),
         (vec!["scan", "--judge", "local", "--judge-params", "/nonexistent/params.json"], "/nonexistent/params.json"),
@@ -199,8 +231,10 @@ fn bad_judge_flags_and_parameter_files_give_clear_errors() {
         assert!(stderr.contains(expected), "{args:?}: {stderr}");
         assert!(out.get_output().stdout.is_empty(), "{args:?}");
     }
-    let out = memdedup().args(["scan", "--judge", "llm"]).arg(&file).assert().failure().code(2);
-    assert!(text(&out.get_output().stderr).contains("invalid value 'llm'"));
+    for command in ["scan", "eval"] {
+        let out = memdedup().args([command, "--judge", "llm"]).arg(&file).assert().failure().code(2);
+        assert!(text(&out.get_output().stderr).contains("invalid value 'llm'"), "{command}");
+    }
 }
 
 #[test]

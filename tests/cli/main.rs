@@ -9,6 +9,7 @@ mod facts;
 mod facts_extract;
 mod help;
 mod judge;
+mod judge_check;
 mod memory;
 mod model_unavailable;
 mod output_files;

@@ -25,8 +25,14 @@ const TOKEN_ENV_VAR: &str = "MEMDEDUP_API_TOKEN";
 const DOCS_BASE_URL: &str = "http://127.0.0.1:3100";
 /// Variables that must not leak into a server from the shell running the tests (the
 /// model location variables are kept on purpose, as in `support::memdedup`).
-const SERVER_CLEARED_ENV_VARS: [&str; 5] =
-    ["DATABASE_URL", "MEMDEDUP_CONFIG", "MEMDEDUP_LOG", TOKEN_ENV_VAR, "AGENTIC_CONTEXT_DEDUP_THRESHOLD"];
+const SERVER_CLEARED_ENV_VARS: [&str; 6] = [
+    "DATABASE_URL",
+    "MEMDEDUP_CONFIG",
+    "MEMDEDUP_LOG",
+    TOKEN_ENV_VAR,
+    "AGENTIC_CONTEXT_DEDUP_THRESHOLD",
+    "MEMDEDUP_DEDUP_JUDGE",
+];
 /// How long a server may take to load the model and bind.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long a server may take to stop after SIGTERM or SIGINT.
@@ -1332,4 +1338,46 @@ fn defect_12_serve_names_a_bad_embedder_table() {
         assert!(!stderr.contains(LISTENING), "{stderr}");
         assert!(!db.exists(), "nothing was opened");
     }
+}
+
+/// `[dedup] judge = "local"`: check-similar and the create gate keep apart a close pair
+/// that other numbers separate, and say why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_with_the_local_judge_reports_its_reasons() {
+    require_model();
+    let (dir, db) = sqlite_db();
+    let config = dir.path().join("memdedup.toml");
+    std::fs::write(&config, "[server]\naddr = \"127.0.0.1:0\"\n\n[dedup]\njudge = \"local\"\n")
+        .expect("write memdedup.toml");
+    let config_arg = config.display().to_string();
+    let server = Server::start(&["--config", &config_arg, "--db", &db, "serve"], &[]);
+    let http = client();
+    assert_embedder(&http, &server).await;
+    let standing = "The user has a standing 1:1 with their manager every Thursday at 14:00.";
+    let moved = "The user has a standing 1:1 with their manager every Thursday at 16:00.";
+    let (status, created) =
+        call(http.post(server.url("/v1/nodes")).json(&lesson_body("Weekly 1:1", standing, "default"))).await;
+    assert_eq!(status, 201, "{created}");
+
+    let check = json!({"content": moved, "title": "Weekly 1:1", "subtype": "custom:lesson"});
+    let (status, similar) = call(http.post(server.url("/v1/nodes/check-similar")).json(&check)).await;
+    assert_eq!(status, 200, "{similar}");
+    assert_eq!(similar["judge"], "local", "{similar}");
+    assert_eq!(similar["recommendation"], "similar_found", "{similar}");
+    let first = &similar["matches"][0];
+    assert!(first["similarity"].as_f64().unwrap() >= 0.95, "above the duplicate threshold: {similar}");
+    assert_eq!(first["action"], "connect", "{similar}");
+    let reasons: Vec<&str> = first["reasons"].as_array().unwrap().iter().map(|r| r.as_str().unwrap()).collect();
+    assert!(reasons.iter().any(|r| r.contains("14:00") && r.contains("16:00")), "{similar}");
+
+    let (status, gate) =
+        call(http.post(server.url("/v1/nodes")).json(&lesson_body("Weekly 1:1", moved, "default"))).await;
+    assert_eq!(status, 201, "the vetoed pair is created: {gate}");
+    assert_eq!(gate["dedup"]["judge"], "local", "{gate}");
+    assert_eq!(gate["dedup"]["linked"][0], created["id"], "{gate}");
+    let (status, again) =
+        call(http.post(server.url("/v1/nodes")).json(&lesson_body("Weekly 1:1", moved, "default"))).await;
+    assert_eq!(status, 200, "a true duplicate is not created: {again}");
+    assert_eq!(again["duplicate_of"]["id"].as_str().or(again["duplicate_of"]["node_id"].as_str()), gate["id"].as_str());
+    assert!(!again["duplicate_of"]["reasons"].as_array().unwrap().is_empty(), "{again}");
 }

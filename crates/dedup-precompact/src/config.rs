@@ -1,14 +1,19 @@
 //! Seed 004's [`DeduplicationConfig`]: defaults, the `[dedup]` table of a config file and
-//! the `SUBCOG_DEDUP_*` environment variables, in that order of precedence.
+//! the `SUBCOG_DEDUP_*` environment variables (and `MEMDEDUP_DEDUP_JUDGE`), in that order
+//! of precedence.
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::{Error, Result};
+use crate::{Error, PairJudgeChoice, Result};
 
-/// The prefix of every environment variable this crate reads.
+/// The prefix of the environment variables of seed 004's configuration table.
 pub const ENV_PREFIX: &str = "SUBCOG_DEDUP_";
+/// The environment variable choosing the pair judge (`cosine` or `local`), over
+/// `[dedup] judge`.
+pub const PAIR_JUDGE_ENV_VAR: &str = "MEMDEDUP_DEDUP_JUDGE";
 
 const ENV_ENABLED: &str = "SUBCOG_DEDUP_ENABLED";
 const ENV_THRESHOLD_DEFAULT: &str = "SUBCOG_DEDUP_THRESHOLD_DEFAULT";
@@ -24,7 +29,7 @@ const NAMED_THRESHOLDS: [(&str, &str, f32); 3] = [
     ("learnings", "SUBCOG_DEDUP_THRESHOLD_LEARNINGS", 0.88),
 ];
 
-/// Every variable [`DeduplicationConfig::apply_env`] reads; any other `SUBCOG_DEDUP_*`
+/// Every `SUBCOG_DEDUP_*` variable [`DeduplicationConfig::apply_env`] reads; any other `SUBCOG_DEDUP_*`
 /// variable is ignored.
 const ENV_VARS: [&str; 9] = [
     ENV_ENABLED,
@@ -39,7 +44,7 @@ const ENV_VARS: [&str; 9] = [
 ];
 
 /// The keys of the `[dedup]` table of a config file.
-const TOML_KEYS: [&str; 7] = [
+const TOML_KEYS: [&str; 9] = [
     "enabled",
     "default_threshold",
     "time_window_secs",
@@ -47,6 +52,8 @@ const TOML_KEYS: [&str; 7] = [
     "min_semantic_length",
     "redis_url",
     "thresholds",
+    "judge",
+    "judge_params",
 ];
 
 /// How the check-before-store chain behaves (seed 004's configuration table).
@@ -81,6 +88,12 @@ pub struct DeduplicationConfig {
     /// A Redis URL for a recent-capture cache shared by several processes or hosts
     /// (`SUBCOG_DEDUP_REDIS_URL`); `None`, the default, keeps the cache in process.
     pub redis_url: Option<String>,
+    /// What decides whether a semantic neighbour is a duplicate (`[dedup] judge`,
+    /// `MEMDEDUP_DEDUP_JUDGE`; default [`PairJudgeChoice::Cosine`]).
+    pub pair_judge: PairJudgeChoice,
+    /// The local judge's parameter file (`[dedup] judge_params`), kept so that choosing
+    /// the local judge later (environment, flag) uses it; `None`: the built-in parameters.
+    pub judge_params: Option<PathBuf>,
 }
 
 impl Default for DeduplicationConfig {
@@ -96,6 +109,8 @@ impl Default for DeduplicationConfig {
             cache_capacity: 1000,
             min_semantic_length: 50,
             redis_url: None,
+            pair_judge: PairJudgeChoice::Cosine,
+            judge_params: None,
         }
     }
 }
@@ -110,6 +125,8 @@ impl fmt::Debug for DeduplicationConfig {
             .field("cache_capacity", &self.cache_capacity)
             .field("min_semantic_length", &self.min_semantic_length)
             .field("redis_url", &self.redis_url.as_deref().map(redact_url))
+            .field("pair_judge", &self.pair_judge)
+            .field("judge_params", &self.judge_params)
             .finish()
     }
 }
@@ -127,10 +144,13 @@ impl DeduplicationConfig {
     /// `file` is the whole file; a file without a `[dedup]` table changes nothing, and
     /// other top-level tables are left to their owners. Keys: `enabled` (boolean),
     /// `default_threshold` (number), `time_window_secs`, `cache_capacity`,
-    /// `min_semantic_length` (integers), `redis_url` (string) and a `thresholds` table of
-    /// `namespace = number`. Integers are accepted where numbers are expected. An unknown
-    /// key, a value of the wrong type or out of range is an [`Error::Config`] naming the
-    /// key; on error `self` is unchanged.
+    /// `min_semantic_length` (integers), `redis_url` (string), a `thresholds` table of
+    /// `namespace = number`, `judge` (`"cosine"` or `"local"`) and `judge_params` (the path
+    /// of the local judge's JSON parameter file, relative to the config file's directory;
+    /// read and checked even while the judge is `cosine`). Integers are accepted where
+    /// numbers are expected. An unknown key, a value of the wrong type or out of range, an
+    /// unreadable or invalid parameter file is an [`Error::Config`] naming the key; on
+    /// error `self` is unchanged.
     pub fn apply_toml(&mut self, file: &toml::Table, origin: &str) -> Result<()> {
         let Some(dedup) = file.get("dedup") else {
             return Ok(());
@@ -139,6 +159,7 @@ impl DeduplicationConfig {
             return Err(wrong_type(&format!("{origin}: dedup"), "a table", dedup));
         };
         let mut next = self.clone();
+        let mut judge = None;
         for (key, value) in dedup {
             let at = format!("{origin}: dedup.{key}");
             match key.as_str() {
@@ -162,10 +183,40 @@ impl DeduplicationConfig {
                         next.similarity_thresholds.insert(namespace.clone(), toml_threshold(&at, value)?);
                     }
                 }
+                "judge" => judge = Some(value.as_str().ok_or_else(|| wrong_type(&at, "a string", value))?),
+                "judge_params" => {
+                    let path = value.as_str().ok_or_else(|| wrong_type(&at, "a string", value))?;
+                    if path.trim().is_empty() {
+                        return Err(Error::config(
+                            at,
+                            "must not be empty (leave the key out for the built-in parameters)",
+                        ));
+                    }
+                    let path = Path::new(path);
+                    let path = match Path::new(origin).parent() {
+                        Some(dir) if path.is_relative() => dir.join(path),
+                        _ => path.to_path_buf(),
+                    };
+                    // Checked now, so a mistake shows before the judge is chosen.
+                    PairJudgeChoice::local(Some(&path), &at)?;
+                    next.judge_params = Some(path);
+                }
                 _ => {
                     return Err(Error::config(at, format!("unknown key (expected one of {})", TOML_KEYS.join(", "))));
                 }
             }
+        }
+        if let Some(name) = judge {
+            let params_origin = format!("{origin}: dedup.judge_params");
+            next.pair_judge = PairJudgeChoice::from_name(
+                name,
+                &format!("{origin}: dedup.judge"),
+                next.judge_params.as_deref(),
+                &params_origin,
+            )?;
+        } else if dedup.contains_key("judge_params") && next.pair_judge.local_judge().is_some() {
+            next.pair_judge =
+                PairJudgeChoice::local(next.judge_params.as_deref(), &format!("{origin}: dedup.judge_params"))?;
         }
         next.validate()?;
         *self = next;
@@ -179,7 +230,8 @@ impl DeduplicationConfig {
     /// `SUBCOG_DEDUP_THRESHOLD_DECISIONS`, `_PATTERNS`, `_LEARNINGS` and `_DEFAULT` (numbers
     /// from 0 to 1), `SUBCOG_DEDUP_TIME_WINDOW_SECS` (at least 1),
     /// `SUBCOG_DEDUP_CACHE_CAPACITY` (at least 1), `SUBCOG_DEDUP_MIN_SEMANTIC_LENGTH` and
-    /// `SUBCOG_DEDUP_REDIS_URL`. Values are trimmed; an empty value counts as unset; other
+    /// `SUBCOG_DEDUP_REDIS_URL`, and `MEMDEDUP_DEDUP_JUDGE` (`cosine` or `local`, any case;
+    /// the local judge takes [`DeduplicationConfig::judge_params`]). Values are trimmed; an empty value counts as unset; other
     /// `SUBCOG_DEDUP_*` variables are ignored. An invalid value is an [`Error::Config`]
     /// naming the variable and the value; on error `self` is unchanged.
     pub fn apply_env(&mut self, lookup: impl Fn(&str) -> Option<String>) -> Result<()> {
@@ -210,17 +262,65 @@ impl DeduplicationConfig {
         if let Some(value) = get(ENV_REDIS_URL) {
             next.redis_url = Some(value);
         }
+        if let Some(value) = get(PAIR_JUDGE_ENV_VAR) {
+            next.pair_judge = PairJudgeChoice::from_name(
+                &value,
+                PAIR_JUDGE_ENV_VAR,
+                next.judge_params.as_deref(),
+                "dedup.judge_params",
+            )?;
+        }
         next.validate()?;
         *self = next;
+        Ok(())
+    }
+
+    /// Overlays the judge chosen by the command line: `name` (`cosine` or `local`) and
+    /// `params` (the local judge's parameter file), which `name_origin` and
+    /// `params_origin` name in errors (`--judge`, `--judge-params`).
+    ///
+    /// Without `name` the configured judge stays; `params` replaces
+    /// [`DeduplicationConfig::judge_params`]. Parameters for a judge that ends up `cosine`
+    /// are an [`Error::Config`], as are an unknown name and an unreadable or invalid
+    /// parameter file; on error `self` is unchanged.
+    pub fn apply_judge(
+        &mut self,
+        name: Option<&str>,
+        name_origin: &str,
+        params: Option<&Path>,
+        params_origin: &str,
+    ) -> Result<()> {
+        if name.is_none() && params.is_none() {
+            return Ok(());
+        }
+        let params_given = params.is_some();
+        let (params, params_origin) = match params {
+            Some(path) => (Some(path), params_origin),
+            None => (self.judge_params.as_deref(), "dedup.judge_params"),
+        };
+        let choice = match name {
+            Some(name) => PairJudgeChoice::from_name(name, name_origin, params, params_origin)?,
+            None if self.pair_judge.local_judge().is_some() => PairJudgeChoice::local(params, params_origin)?,
+            None => PairJudgeChoice::Cosine,
+        };
+        if choice.local_judge().is_none() && params_given {
+            return Err(Error::config(
+                params_origin,
+                "is for the local judge, but the judge is \"cosine\" (choose it with `judge = \"local\"` or --judge local)",
+            ));
+        }
+        self.judge_params = params.map(Path::to_path_buf);
+        self.pair_judge = choice;
         Ok(())
     }
 
     /// The configuration in force: defaults, overlaid by the `[dedup]` table of `file` (the
     /// parsed file and its name, if there is one), overlaid by the process environment.
     ///
-    /// A `SUBCOG_DEDUP_*` variable that is not valid UTF-8 is an [`Error::Config`].
+    /// A `SUBCOG_DEDUP_*` variable or `MEMDEDUP_DEDUP_JUDGE` that is not valid UTF-8 is an
+    /// [`Error::Config`].
     pub fn load(file: Option<(&toml::Table, &str)>) -> Result<DeduplicationConfig> {
-        for name in ENV_VARS {
+        for name in ENV_VARS.into_iter().chain([PAIR_JUDGE_ENV_VAR]) {
             if let Err(std::env::VarError::NotUnicode(_)) = std::env::var(name) {
                 return Err(Error::config(name, "not valid UTF-8"));
             }

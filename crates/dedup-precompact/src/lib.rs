@@ -7,6 +7,12 @@
 //! Redis, or the in-process [`RecentCaptureCache`]), and answers with a
 //! [`DuplicateCheckResult`] that carries its evidence.
 //!
+//! What makes a semantic neighbour a duplicate is the [`PairJudgeChoice`] of the
+//! configuration: the cosine threshold alone (the default), or the local judge
+//! ([`LocalJudge`]), which vetoes close pairs that a contrast keeps apart (other numbers,
+//! a negation, …) and confirms paraphrases in a gray band below the threshold, giving its
+//! reasons in [`DuplicateCheckResult::reasons`].
+//!
 //! Every check fails open: when the embedder, the index or the recent-capture cache is
 //! down, that check is skipped, the failure is counted (metrics and
 //! [`DuplicateCheckResult::degraded`]) and the remaining checks decide.
@@ -19,14 +25,17 @@
 mod config;
 mod error;
 pub mod metrics;
+mod pair_judge;
 mod recent;
 #[cfg(feature = "redis")]
 mod redis_recent;
 mod service;
 mod store_recent;
 
-pub use config::{DeduplicationConfig, ENV_PREFIX};
+pub use config::{DeduplicationConfig, ENV_PREFIX, PAIR_JUDGE_ENV_VAR};
+pub use dedup_core::{LocalJudge, LocalJudgeParams, PairJudgement, PairVerdict};
 pub use error::{Error, Result};
+pub use pair_judge::{JUDGE_CANDIDATES, JudgeCandidate, PAIR_JUDGE_NAMES, PairDecision, PairJudgeChoice};
 pub use recent::{RecentCaptureCache, RecentCaptures, RecentHit};
 #[cfg(feature = "redis")]
 pub use redis_recent::RedisRecentCaptures;

@@ -4,20 +4,22 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dedup_core::{ContentHash, Embedding};
+use dedup_core::{ContentHash, Embedding, PairVerdict};
 use dedup_embed::Embedder;
 use dedup_store::{InsertOutcome, MAX_CONTENT_BYTES, MemoryId, Neighbour, NewMemory, Scope, Store, StoredVector};
 use serde::Serialize;
 
 use crate::metrics;
-use crate::{DeduplicationConfig, RecentCaptures, Result};
+use crate::{DeduplicationConfig, JudgeCandidate, PairDecision, RecentCaptures, Result};
 
 /// Why content was judged a duplicate: which checker decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 pub enum DuplicateReason {
     /// A live memory of the scope has the same normalised content (same SHA-256).
     ExactMatch,
-    /// A live memory of the scope has cosine similarity at least the scope's threshold.
+    /// A live memory of the scope is semantically the same: with the cosine judge, its
+    /// cosine similarity is at least the scope's threshold; with the local judge, the judge
+    /// confirmed it (see [`PairJudgeChoice`](crate::PairJudgeChoice)).
     SemanticSimilar,
     /// The same content was captured in the scope within the recent window.
     RecentCapture,
@@ -78,7 +80,8 @@ pub struct CheckFailure {
 
 /// The answer of [`DeduplicationService::check_duplicate`], with its evidence.
 ///
-/// Invariant: `matched_urn` and `matched_memory_id` are set whenever `is_duplicate` is.
+/// Invariants: `matched_urn` and `matched_memory_id` are set whenever `is_duplicate` is;
+/// `verdict` is `duplicate` exactly when `is_duplicate` is.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DuplicateCheckResult {
     /// Whether the content duplicates a memory of its scope.
@@ -108,6 +111,16 @@ pub struct DuplicateCheckResult {
     pub degraded: Vec<CheckFailure>,
     /// The content hash's 16-digit fingerprint (what logs show instead of the text).
     pub fingerprint: String,
+    /// The pair judge in force: `cosine` or `local` ([`PairJudgeChoice::name`](crate::PairJudgeChoice::name)).
+    pub judge: &'static str,
+    /// `duplicate`, `related` (a close memory the judge keeps apart: vetoed above the
+    /// threshold, or not confirmed in the gray band below it; only with the local judge)
+    /// or `unique`.
+    pub verdict: PairVerdict,
+    /// Why, in words, the first reason deciding: the judge's reasons about the matched
+    /// memory (or, when not a duplicate, about the nearest one it judged); empty when no
+    /// memory was close enough to judge.
+    pub reasons: Vec<String>,
 }
 
 /// What [`DeduplicationService::add`] did.
@@ -151,6 +164,10 @@ struct ChainOutcome {
     result: DuplicateCheckResult,
     hash: ContentHash,
     vector: ChainVector,
+    /// The cosine from which the store's check under the write lock reports a neighbour:
+    /// the threshold for the cosine judge; for the local judge, just above the closest
+    /// memory it kept apart (or its floor), so only memories it has not judged come back.
+    lock_threshold: f32,
 }
 
 /// What the semantic check left for the store.
@@ -288,12 +305,39 @@ impl DeduplicationService {
         }
         let semantic_ran =
             chain.vector.vector.is_some() && !result.degraded.iter().any(|f| f.check == CheckType::Semantic);
-        let threshold = semantic_ran.then_some(result.threshold);
+        let mut lock_threshold = semantic_ran.then_some(chain.lock_threshold);
         let vector = if chain.vector.rejected { None } else { chain.vector.vector };
         let embedded = vector.is_some();
         // The embedder failed: store now, and let a backfill add the vector later.
         let memory = if chain.vector.embedder_failed { memory.vector_pending() } else { memory };
-        match self.store.insert_checked(memory, vector, threshold).await? {
+        let mut retries = 0;
+        let outcome = loop {
+            let outcome = self.store.insert_checked(memory.clone(), vector.clone(), lock_threshold).await?;
+            let InsertOutcome::SemanticDuplicate { id, score } = outcome else { break outcome };
+            if self.config.pair_judge.local_judge().is_none() {
+                break outcome;
+            }
+            // A memory the judge has not seen raced in: judge it like the chain would.
+            match self.store.get(id).await {
+                Ok(Some(existing)) => {
+                    let judgement =
+                        self.config.pair_judge.judge_pair(&memory.content, &existing.content, score, result.threshold);
+                    if judgement.is_duplicate() {
+                        result.reasons = judgement.reasons;
+                        break outcome;
+                    }
+                }
+                Ok(None) => {}
+                Err(error) => {
+                    tracing::warn!(urn = %scope.urn(id), %error, "reading a memory to judge failed; storing without the recheck");
+                    lock_threshold = None;
+                    continue;
+                }
+            }
+            retries += 1;
+            lock_threshold = if retries < LOCK_RETRIES { Some(score.next_up()) } else { None };
+        };
+        match outcome {
             InsertOutcome::Inserted(id) => {
                 self.record_hash(&chain.hash, &scope, id).await;
                 if embedded {
@@ -305,11 +349,15 @@ impl DeduplicationService {
             }
             InsertOutcome::ExactDuplicate(id) => {
                 mark_duplicate(&mut result, &scope, DuplicateReason::ExactMatch, id, 1.0);
+                result.reasons = vec![EXACT_REASON.to_owned()];
                 self.note_skip(&scope, &result).await;
                 Ok(AddOutcome { stored: None, urn: None, check: result, embedded: false })
             }
             InsertOutcome::SemanticDuplicate { id, score } => {
                 mark_duplicate(&mut result, &scope, DuplicateReason::SemanticSimilar, id, score);
+                if self.config.pair_judge.local_judge().is_none() {
+                    result.reasons = vec![format!("cosine {score:.3} reaches the threshold {:.2}", result.threshold)];
+                }
                 result.nearest = Some(Neighbour { id, score });
                 metrics::similarity(scope.namespace_name(), score);
                 self.note_skip(&scope, &result).await;
@@ -353,11 +401,15 @@ impl DeduplicationService {
             not_run: Vec::new(),
             degraded: Vec::new(),
             fingerprint: hash.fingerprint().to_owned(),
+            judge: self.config.pair_judge.name(),
+            verdict: PairVerdict::Unique,
+            reasons: Vec::new(),
         };
+        let mut lock_threshold = self.config.pair_judge.floor(result.threshold);
         let mut vector = ChainVector::default();
         if !self.config.enabled {
             result.not_run = vec![CheckType::Exact, CheckType::Semantic, CheckType::Recent];
-            return Ok(ChainOutcome { result: finish(result, started, namespace), hash, vector });
+            return Ok(ChainOutcome { result: finish(result, started, namespace), hash, vector, lock_threshold });
         }
 
         // 1. Exact: the content hash among the scope's live memories.
@@ -367,7 +419,8 @@ impl DeduplicationService {
         match exact {
             Ok(Some(id)) => {
                 mark_duplicate(&mut result, scope, DuplicateReason::ExactMatch, id, 1.0);
-                return Ok(ChainOutcome { result: finish(result, started, namespace), hash, vector });
+                result.reasons = vec![EXACT_REASON.to_owned()];
+                return Ok(ChainOutcome { result: finish(result, started, namespace), hash, vector, lock_threshold });
             }
             Ok(None) => {}
             Err(error) => self.fail_open(&mut result, CheckType::Exact, &error.to_string(), &hash),
@@ -381,13 +434,30 @@ impl DeduplicationService {
                 let semantic = self.semantic_check(embedder.as_ref(), content, scope).await;
                 metrics::check_duration(CheckType::Semantic.label(), elapsed_ms(semantic_started));
                 match semantic {
-                    Ok((found, nearest)) => {
+                    Ok((found, neighbours)) => {
                         vector.vector = Some(found);
-                        result.nearest = nearest;
-                        if let Some(best) = nearest.filter(|n| n.score >= result.threshold) {
-                            mark_duplicate(&mut result, scope, DuplicateReason::SemanticSimilar, best.id, best.score);
-                            metrics::similarity(namespace, best.score);
-                            return Ok(ChainOutcome { result: finish(result, started, namespace), hash, vector });
+                        result.nearest = neighbours.first().copied();
+                        match self.judge_neighbours(content, &neighbours, result.threshold).await {
+                            Ok(decision) => {
+                                if let Some((id, judgement)) = decision.duplicate {
+                                    let score = judgement.cosine;
+                                    mark_duplicate(&mut result, scope, DuplicateReason::SemanticSimilar, id, score);
+                                    result.reasons = judgement.reasons;
+                                    metrics::similarity(namespace, score);
+                                    return Ok(ChainOutcome {
+                                        result: finish(result, started, namespace),
+                                        hash,
+                                        vector,
+                                        lock_threshold,
+                                    });
+                                }
+                                if let Some((_, judgement)) = decision.nearest {
+                                    lock_threshold = lock_threshold.max(judgement.cosine.next_up());
+                                    result.verdict = judgement.verdict;
+                                    result.reasons = judgement.reasons;
+                                }
+                            }
+                            Err(error) => self.fail_open(&mut result, CheckType::Semantic, &error, &hash),
                         }
                     }
                     Err(failure) => {
@@ -413,6 +483,8 @@ impl DeduplicationService {
                 metrics::cache_lookup(hit.is_some());
                 if let Some(hit) = hit {
                     result.is_duplicate = true;
+                    result.verdict = PairVerdict::Duplicate;
+                    result.reasons = vec![format!("the same content was captured {} s ago", hit.age.as_secs())];
                     result.reason = Some(DuplicateReason::RecentCapture);
                     result.matched_memory_id = Some(hit.memory_id);
                     result.matched_urn = Some(hit.urn);
@@ -421,24 +493,25 @@ impl DeduplicationService {
             }
             Err(error) => self.fail_open(&mut result, CheckType::Recent, &error.to_string(), &hash),
         }
-        Ok(ChainOutcome { result: finish(result, started, namespace), hash, vector })
+        Ok(ChainOutcome { result: finish(result, started, namespace), hash, vector, lock_threshold })
     }
 
-    /// Embeds `content` and finds its nearest live memory in `scope`.
+    /// Embeds `content` and finds its nearest live memories in `scope` (as many as the
+    /// pair judge looks at), most similar first.
     async fn semantic_check(
         &self,
         embedder: &dyn Embedder,
         content: &str,
         scope: &Scope,
-    ) -> Result<(StoredVector, Option<Neighbour>), SemanticFailure> {
+    ) -> Result<(StoredVector, Vec<Neighbour>), SemanticFailure> {
         let embedding: Embedding = embedder.embed_one(content).await.map_err(|error| SemanticFailure {
             vector: None,
             error: format!("embedder: {error}"),
             vector_rejected: false,
         })?;
         let vector = StoredVector { model: embedder.model_id().to_owned(), embedding };
-        match self.store.search(scope, &vector.model, &vector.embedding, 1).await {
-            Ok(neighbours) => Ok((vector, neighbours.into_iter().next())),
+        match self.store.search(scope, &vector.model, &vector.embedding, self.config.pair_judge.candidates()).await {
+            Ok(neighbours) => Ok((vector, neighbours)),
             Err(error) => {
                 // A vector the index cannot take (other dimensions than the scope's stored
                 // vectors of this model) must not be stored either.
@@ -447,6 +520,41 @@ impl DeduplicationService {
                 Err(SemanticFailure { vector: Some(vector), error: format!("vector search: {error}"), vector_rejected })
             }
         }
+    }
+
+    /// Judges `neighbours` (most similar first) against `content` with the configured
+    /// pair judge; the local judge reads the texts of those at or above its floor. Fails
+    /// (with a message for [`DuplicateCheckResult::degraded`]) when the store cannot give
+    /// a text.
+    async fn judge_neighbours(
+        &self,
+        content: &str,
+        neighbours: &[Neighbour],
+        threshold: f32,
+    ) -> Result<PairDecision<MemoryId>, String> {
+        let judge = &self.config.pair_judge;
+        let floor = judge.floor(threshold);
+        let close: Vec<Neighbour> = neighbours.iter().copied().filter(|n| n.score >= floor).collect();
+        let mut texts = Vec::with_capacity(close.len());
+        if judge.local_judge().is_some() {
+            for neighbour in &close {
+                match self.store.get(neighbour.id).await {
+                    Ok(Some(memory)) => texts.push(memory.content),
+                    // Deleted since the search: nothing to judge.
+                    Ok(None) => texts.push(String::new()),
+                    Err(error) => return Err(format!("reading a neighbour to judge: {error}")),
+                }
+            }
+        } else {
+            texts.resize(close.len(), String::new());
+        }
+        let candidates: Vec<JudgeCandidate<'_, MemoryId>> = close
+            .iter()
+            .zip(&texts)
+            .filter(|(_, text)| judge.local_judge().is_none() || !text.is_empty())
+            .map(|(n, text)| JudgeCandidate { id: n.id, cosine: n.score, text })
+            .collect();
+        Ok(judge.decide(content, &candidates, threshold))
     }
 
     /// Embeds memories of `scope` (or of every scope) stored without the vector their
@@ -558,8 +666,17 @@ struct SemanticFailure {
     vector_rejected: bool,
 }
 
+/// The reason given for an exact match.
+const EXACT_REASON: &str = "the same text after normalisation (same content hash)";
+
+/// How often [`DeduplicationService::add`] re-asks the store after the local judge kept
+/// apart a memory that raced in under the lock, before storing without the semantic
+/// recheck.
+const LOCK_RETRIES: usize = 8;
+
 fn mark_duplicate(result: &mut DuplicateCheckResult, scope: &Scope, reason: DuplicateReason, id: MemoryId, score: f32) {
     result.is_duplicate = true;
+    result.verdict = PairVerdict::Duplicate;
     result.reason = Some(reason);
     result.similarity_score = Some(score);
     result.matched_memory_id = Some(id);

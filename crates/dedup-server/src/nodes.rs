@@ -81,6 +81,11 @@ pub struct SimilarMatch {
     /// Its lifecycle: ACTIVE, WEAK or DORMANT.
     #[schema(example = "ACTIVE")]
     pub lifecycle: String,
+    /// With the local judge: why it is (or is not) a duplicate, in words, the first
+    /// reason deciding. Absent with the cosine judge (seed 001's shape).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[schema(example = json!(["cosine 0.971 reaches 0.55 and nothing sets the texts apart"]))]
+    pub reasons: Vec<String>,
 }
 
 /// The overall verdict of a check.
@@ -102,6 +107,11 @@ pub struct CheckSimilarResponse {
     pub matches: Vec<SimilarMatch>,
     /// `duplicate_found`, `similar_found` or `unique`.
     pub recommendation: Recommendation,
+    /// `local` when the local judge decided the duplicates (`[dedup] judge` of
+    /// memdedup.toml); absent with the cosine judge (seed 001's shape).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(example = "local")]
+    pub judge: Option<String>,
 }
 
 /// A node as the API shows it.
@@ -175,6 +185,10 @@ pub struct DedupReport {
     pub matches: Vec<SimilarMatch>,
     /// Nodes the new node was linked to with `relates_to`.
     pub linked: Vec<String>,
+    /// `local` when the local judge decided the duplicates; absent with the cosine judge.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(example = "local")]
+    pub judge: Option<String>,
 }
 
 /// `POST /v1/nodes` response: 201 with the new node, or 200 with the existing duplicate.
@@ -315,7 +329,9 @@ pub(crate) async fn check_similar(
         dedup_metrics::check_failed("semantic");
         ApiError::unavailable(format!("embedding generation failed: {e}"))
     })?;
-    let neighbours = search(&state, &scope, &subtype, &model, &embedding, limit).await.map_err(|e| {
+    // The local judge may drop gray-band candidates: look at more, keep `limit`.
+    let k = if state.pair_judge().local_judge().is_some() { MAX_MATCHES } else { limit };
+    let neighbours = search(&state, &scope, &subtype, &model, &embedding, k).await.map_err(|e| {
         dedup_metrics::check_failed("semantic");
         let e = ApiError::from(e);
         if e.status().is_client_error() {
@@ -324,10 +340,12 @@ pub(crate) async fn check_similar(
             ApiError::unavailable(format!("similarity search failed: {}", e.message()))
         }
     })?;
-    let matches = describe_matches(&state, &neighbours).await?;
+    let mut matches = describe_matches(&state, &node_text(&title, &content), &neighbours).await?;
+    matches.truncate(limit);
     let recommendation = recommend(&matches);
     record_check(&scope, &matches, started);
-    Ok(axum::Json(CheckSimilarResponse { matches, recommendation }))
+    let judge = judge_name(&state);
+    Ok(axum::Json(CheckSimilarResponse { matches, recommendation, judge }))
 }
 
 /// Creates a node; for dedup-eligible subtypes the gate runs first.
@@ -379,9 +397,27 @@ pub(crate) async fn create_node(
     };
     let embedding_failed = embedding.is_none();
     let mut matches = Vec::new();
+    let judge = state.pair_judge().clone();
+    let new_text = node_text(&title, &memory.content);
+    let duplicate_threshold = state.config().nodes.duplicate_threshold;
+    // The local judge's verdict on the closest node it kept apart: the store's check
+    // under the lock starts just above it.
+    let mut lock_threshold = judge.floor(duplicate_threshold);
+    let mut judged_duplicate = None;
     if let (true, Some((model, embedding))) = (eligible, &embedding) {
         match search(&state, &scope, &subtype, model, embedding, 5).await {
-            Ok(neighbours) => matches = describe_matches(&state, &neighbours).await?,
+            Ok(neighbours) => {
+                matches = describe_matches(&state, &new_text, &neighbours).await?;
+                if judge.local_judge().is_some() {
+                    judged_duplicate = matches.iter().find(|m| m.action == Action::Duplicate).and_then(|m| {
+                        let n = neighbours.iter().find(|n| node_id(n.id) == m.node_id)?;
+                        Some((n.id, n.score, m.reasons.clone()))
+                    });
+                    if let Some(top) = neighbours.first().filter(|_| judged_duplicate.is_none()) {
+                        lock_threshold = lock_threshold.max(top.score.next_up());
+                    }
+                }
+            }
             Err(e) if !e.is_unavailable() => {
                 skipped = Some(format!("similarity search failed: {e}"));
             }
@@ -396,12 +432,42 @@ pub(crate) async fn create_node(
     // too: store the node without it.
     let gate_ok = skipped.is_none();
     let vector = embedding.filter(|_| gate_ok || !eligible).map(|(model, embedding)| StoredVector { model, embedding });
-    let threshold = (eligible && gate_ok).then_some(state.config().nodes.duplicate_threshold);
+    let mut threshold = (eligible && gate_ok).then_some(lock_threshold);
     // No vector because the embedder is missing or failed: a backfill adds it later.
     let embedder_down = embedding_failed;
     let memory = if embedder_down { memory.vector_pending() } else { memory };
     let embedded = vector.is_some();
-    let outcome = state.store().insert_checked_filtered(memory, vector, threshold, &filter(&state, &subtype)).await?;
+    let mut duplicate_reasons = Vec::new();
+    let outcome = match judged_duplicate {
+        Some((id, score, reasons)) => {
+            duplicate_reasons = reasons;
+            InsertOutcome::SemanticDuplicate { id, score }
+        }
+        None => {
+            let mut retries = 0;
+            loop {
+                let outcome = state
+                    .store()
+                    .insert_checked_filtered(memory.clone(), vector.clone(), threshold, &filter(&state, &subtype))
+                    .await?;
+                let InsertOutcome::SemanticDuplicate { id, score } = outcome else { break outcome };
+                if judge.local_judge().is_none() {
+                    break outcome;
+                }
+                // A node the judge has not seen raced in: judge it like the search's.
+                if let Some(existing) = state.store().get(id).await? {
+                    let existing_text = node_text(existing.title.as_deref().unwrap_or_default(), &existing.content);
+                    let judgement = judge.judge_pair(&new_text, &existing_text, score, duplicate_threshold);
+                    if judgement.is_duplicate() {
+                        duplicate_reasons = judgement.reasons;
+                        break outcome;
+                    }
+                }
+                retries += 1;
+                threshold = (retries < LOCK_RETRIES).then(|| score.next_up());
+            }
+        }
+    };
     if embedded && matches!(outcome, InsertOutcome::Inserted(_)) {
         backfill_in_background(&state, &scope);
     }
@@ -418,6 +484,7 @@ pub(crate) async fn create_node(
         recommendation: (eligible && gate_ok).then_some(recommendation),
         matches,
         linked,
+        judge: judge_name(&state),
     };
     match outcome {
         InsertOutcome::Inserted(id) => {
@@ -458,6 +525,15 @@ pub(crate) async fn create_node(
                 similarity: round4(score),
                 action: Action::Duplicate,
                 lifecycle: existing.lifecycle.as_str().to_owned(),
+                reasons: match (judge.local_judge(), duplicate_reasons.is_empty(), &outcome) {
+                    (None, _, _) => Vec::new(),
+                    (Some(_), false, _) => duplicate_reasons,
+                    (Some(_), true, InsertOutcome::ExactDuplicate(_)) => vec!["the same title and body".to_owned()],
+                    (Some(_), true, _) => {
+                        let existing_text = node_text(existing.title.as_deref().unwrap_or_default(), &existing.content);
+                        judge.judge_pair(&new_text, &existing_text, score, duplicate_threshold).reasons
+                    }
+                },
             };
             state.store().note_occurrence(id).await?;
             let reason = if matches!(outcome, InsertOutcome::ExactDuplicate(_)) { "exact" } else { "semantic" };
@@ -913,6 +989,17 @@ fn filter(state: &AppState, subtype: &str) -> SearchFilter {
     SearchFilter::kind(subtype).with_dims(state.config().nodes.comparison_dims)
 }
 
+/// `local` with the local judge; nothing with the cosine one (seed 001's shape).
+fn judge_name(state: &AppState) -> Option<String> {
+    state.pair_judge().local_judge().map(|_| state.pair_judge().name().to_owned())
+}
+
+/// How often the gate re-asks the store after the local judge kept apart a node that
+/// raced in under the lock, before storing without the semantic recheck.
+const LOCK_RETRIES: usize = 8;
+
+/// The nodes of `subtype` nearest `embedding`, from the connect threshold or the pair
+/// judge's floor, whichever is lower.
 async fn search(
     state: &AppState,
     scope: &Scope,
@@ -921,22 +1008,41 @@ async fn search(
     embedding: &Embedding,
     limit: usize,
 ) -> dedup_store::Result<Vec<Neighbour>> {
-    let min_score = Some(state.config().nodes.connect_threshold);
+    let nodes = &state.config().nodes;
+    let min_score = Some(nodes.connect_threshold.min(state.pair_judge().floor(nodes.duplicate_threshold)));
     state.store().search_filtered(scope, model, embedding, limit, &filter(state, subtype), min_score).await
 }
 
-async fn describe_matches(state: &AppState, neighbours: &[Neighbour]) -> ApiResult<Vec<SimilarMatch>> {
-    let duplicate = state.config().nodes.duplicate_threshold;
+/// The neighbours as matches, judged against `new_text` (a node's [`node_text`]): a
+/// duplicate when the pair judge says so, else a connection at or above the connect
+/// threshold; the rest are dropped.
+async fn describe_matches(state: &AppState, new_text: &str, neighbours: &[Neighbour]) -> ApiResult<Vec<SimilarMatch>> {
+    let nodes = &state.config().nodes;
     let mut matches = Vec::with_capacity(neighbours.len());
     for neighbour in neighbours {
         // A node deleted since the search is no match.
         let Some(memory) = state.store().get(neighbour.id).await? else { continue };
+        let title = memory.title.unwrap_or_else(|| "Untitled".to_owned());
+        let judgement = state.pair_judge().judge_pair(
+            new_text,
+            &node_text(&title, &memory.content),
+            neighbour.score,
+            nodes.duplicate_threshold,
+        );
+        let action = if judgement.is_duplicate() {
+            Action::Duplicate
+        } else if neighbour.score >= nodes.connect_threshold {
+            Action::Connect
+        } else {
+            continue;
+        };
         matches.push(SimilarMatch {
             node_id: node_id(neighbour.id),
-            title: memory.title.unwrap_or_else(|| "Untitled".to_owned()),
+            title,
             similarity: round4(neighbour.score),
-            action: if neighbour.score >= duplicate { Action::Duplicate } else { Action::Connect },
+            action,
             lifecycle: memory.lifecycle.as_str().to_owned(),
+            reasons: if state.pair_judge().local_judge().is_some() { judgement.reasons } else { Vec::new() },
         });
     }
     Ok(matches)
@@ -986,6 +1092,7 @@ mod tests {
             similarity: 0.9712,
             action: Action::Duplicate,
             lifecycle: "ACTIVE".to_owned(),
+            reasons: Vec::new(),
         };
         assert_eq!(
             duplicate_message(&duplicate),

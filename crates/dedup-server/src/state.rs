@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use dedup_core::Embedding;
 use dedup_embed::Embedder;
 use dedup_llm::ChatModel;
+use dedup_precompact::PairJudgeChoice;
 use dedup_store::Store;
 use metrics_exporter_prometheus::PrometheusHandle;
 
@@ -26,6 +27,7 @@ pub const EMBEDDER_DOWN_FOR: Duration = Duration::from_secs(10);
 pub struct AppState {
     inner: Arc<Inner>,
     chat: Option<Arc<dyn ChatModel>>,
+    pair_judge: PairJudgeChoice,
 }
 
 struct Inner {
@@ -74,6 +76,7 @@ impl AppState {
                 node_edits: tokio::sync::Mutex::new(()),
             }),
             chat: None,
+            pair_judge: PairJudgeChoice::Cosine,
         }
     }
 
@@ -82,6 +85,18 @@ impl AppState {
     pub fn with_chat_model(mut self, chat: Arc<dyn ChatModel>) -> AppState {
         self.chat = Some(chat);
         self
+    }
+
+    /// This state with `judge` deciding which similar nodes are duplicates (check-similar
+    /// and the dedup gate of `POST /v1/nodes`); the default is the cosine threshold alone.
+    pub fn with_pair_judge(mut self, judge: PairJudgeChoice) -> AppState {
+        self.pair_judge = judge;
+        self
+    }
+
+    /// What decides which similar nodes are duplicates.
+    pub fn pair_judge(&self) -> &PairJudgeChoice {
+        &self.pair_judge
     }
 
     /// The chat model of fact extraction, if one is configured.

@@ -30,7 +30,7 @@ struct Candidate {
 pub(crate) async fn run(global: &GlobalArgs, args: &CaptureArgs) -> Result<()> {
     let name = display_name(&args.file);
     let candidates = parse_candidates(&read_text(&args.file)?, &name)?;
-    let service = open_service(global).await?;
+    let service = open_service(global, &args.judge).await?;
     let mut outcomes = Vec::with_capacity(candidates.len());
     for memory in candidates {
         let content = memory.content.clone();

@@ -139,6 +139,8 @@ pub(crate) struct CheckArgs {
     pub text: String,
     #[command(flatten)]
     pub scope: ScopeArgs,
+    #[command(flatten)]
+    pub judge: PairJudgeArgs,
     /// Print the DuplicateCheckResult as JSON.
     #[arg(long)]
     pub json: bool,
@@ -150,6 +152,8 @@ pub(crate) struct AddArgs {
     pub text: String,
     #[command(flatten)]
     pub scope: ScopeArgs,
+    #[command(flatten)]
+    pub judge: PairJudgeArgs,
     /// The memory's kind (lesson, decision, fact, …).
     #[arg(long, short, default_value = "memory")]
     pub kind: String,
@@ -166,9 +170,26 @@ pub(crate) struct CaptureArgs {
     /// JSONL candidates; `-` (the default) reads stdin.
     #[arg(default_value = "-")]
     pub file: PathBuf,
+    #[command(flatten)]
+    pub judge: PairJudgeArgs,
     /// Print every candidate's outcome as JSON instead of the hook output.
     #[arg(long)]
     pub json: bool,
+}
+
+/// What decides a semantic duplicate in `check`, `add` and `capture`.
+#[derive(Debug, Clone, Default, Args)]
+pub(crate) struct PairJudgeArgs {
+    /// What decides a semantic duplicate: `cosine` (the namespace's threshold alone) or
+    /// `local` (the local judge: vetoes close pairs that other numbers, a negation, an
+    /// added condition or another entity keep apart, and confirms paraphrases somewhat
+    /// below the threshold). Default: `[dedup] judge`, $MEMDEDUP_DEDUP_JUDGE, else cosine.
+    #[arg(long, value_name = "JUDGE", value_parser = ["cosine", "local"])]
+    pub judge: Option<String>,
+    /// The local judge's parameter file (JSON: duplicate_floor, related_floor, vetoes).
+    /// Default: `[dedup] judge_params`, else the built-in parameters.
+    #[arg(long, value_name = "FILE")]
+    pub judge_params: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -289,15 +310,8 @@ pub(crate) struct ScanArgs {
 /// How pairs are judged and groups joined (`scan`, `playbook dedup`).
 #[derive(Debug, Args)]
 pub(crate) struct JudgingArgs {
-    /// Which judge decides a pair: `cosine` (the threshold alone, the seed's behaviour) or
-    /// `local` (the local judge: pairs from the lower of the threshold and its duplicate
-    /// floor are judged, and other numbers, the opposite word, an added condition, ...
-    /// keep them apart, with the reason).
-    #[arg(long, value_enum, default_value_t = PairJudgeArg::Cosine)]
-    pub judge: PairJudgeArg,
-    /// A parameter file for the local judge (default: the built-in one).
-    #[arg(long, value_name = "FILE")]
-    pub judge_params: Option<PathBuf>,
+    #[command(flatten)]
+    pub pair: PairJudgeArgs,
     /// How groups are joined: `single` (chains of links), `survivor` (every member a
     /// confirmed duplicate of the survivor) or `complete` (every pair confirmed).
     /// Default: `single` for the cosine judge, `complete` for the local judge.

@@ -5,12 +5,15 @@ use std::sync::Arc;
 use anyhow::{Result, bail};
 use memdedup::{Linkage, LocalJudge, LocalJudgeParams};
 
-use crate::cli::{JudgingArgs, LinkageArg, PairJudgeArg};
+use crate::cli::{GlobalArgs, JudgingArgs, LinkageArg, PairJudgeArg};
 
-/// The local judge the flags ask for (`None`: cosine alone), and the linkage (default:
+/// The local judge that the flags, else `[dedup] judge` (and `judge_params`) or
+/// $MEMDEDUP_DEDUP_JUDGE, ask for (`None`: cosine alone), and the linkage (default:
 /// single for cosine, complete for the local judge).
-pub(crate) fn from_args(args: &JudgingArgs) -> Result<(Option<Arc<LocalJudge>>, Linkage)> {
-    let judge = local_judge(args.judge, args.judge_params.as_deref())?.map(Arc::new);
+pub(crate) fn from_args(global: &GlobalArgs, args: &JudgingArgs) -> Result<(Option<Arc<LocalJudge>>, Linkage)> {
+    let mut dedup = crate::open::config_file(global)?.dedup_config()?;
+    dedup.apply_judge(args.pair.judge.as_deref(), "--judge", args.pair.judge_params.as_deref(), "--judge-params")?;
+    let judge = dedup.pair_judge.local_judge().cloned().map(Arc::new);
     let default = if judge.is_some() { LinkageArg::Complete } else { LinkageArg::Single };
     Ok((judge, linkage(args.linkage.unwrap_or(default))))
 }

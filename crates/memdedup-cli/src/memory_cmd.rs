@@ -22,7 +22,7 @@ fn text_arg(text: &str) -> Result<String> {
 pub(crate) async fn check(global: &GlobalArgs, args: &CheckArgs) -> Result<()> {
     let scope = scope(&args.scope)?;
     let text = text_arg(&args.text)?;
-    let service = open_service(global).await?;
+    let service = open_service(global, &args.judge).await?;
     let result = service.check_duplicate(&text, &scope).await?;
     warn_degraded(&result);
     if args.json {
@@ -37,7 +37,7 @@ pub(crate) async fn check(global: &GlobalArgs, args: &CheckArgs) -> Result<()> {
 pub(crate) async fn add(global: &GlobalArgs, args: &AddArgs) -> Result<()> {
     let scope = scope(&args.scope)?;
     let text = text_arg(&args.text)?;
-    let service = open_service(global).await?;
+    let service = open_service(global, &args.judge).await?;
     let mut memory = NewMemory::new(scope.clone(), text).with_kind(&args.kind);
     if let Some(title) = &args.title {
         memory = memory.with_title(title);

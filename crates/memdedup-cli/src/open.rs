@@ -6,7 +6,7 @@ use anyhow::Result;
 use memdedup::{ConfigFile, DeduplicationService, Scope, Store, StoreOptions};
 
 use crate::UsageError;
-use crate::cli::{GlobalArgs, ScopeArgs};
+use crate::cli::{GlobalArgs, PairJudgeArgs, ScopeArgs};
 
 /// The config file named by `--config` or found in the usual places.
 pub(crate) fn config_file(global: &GlobalArgs) -> Result<ConfigFile> {
@@ -22,10 +22,12 @@ pub(crate) async fn open_store(global: &GlobalArgs, config: &ConfigFile) -> Resu
 }
 
 /// The store plus the checker chain with the local embedder (or without embeddings when no
-/// embedder can be made) and the configured recent-capture cache.
-pub(crate) async fn open_service(global: &GlobalArgs) -> Result<DeduplicationService> {
+/// embedder can be made), the configured recent-capture cache and the pair judge of
+/// `judge` (flags) over the configured one.
+pub(crate) async fn open_service(global: &GlobalArgs, judge: &PairJudgeArgs) -> Result<DeduplicationService> {
     let config = config_file(global)?;
-    let dedup = config.dedup_config()?;
+    let mut dedup = config.dedup_config()?;
+    dedup.apply_judge(judge.judge.as_deref(), "--judge", judge.judge_params.as_deref(), "--judge-params")?;
     let store = open_store(global, &config).await?;
     let model_dir = match &global.model_dir {
         Some(dir) => Some(dir.clone()),

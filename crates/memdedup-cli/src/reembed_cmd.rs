@@ -13,7 +13,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: &ReembedArgs) -> Result<()> {
         Some(namespace) => Some(Scope::new(&args.domain, namespace).map_err(|e| UsageError(e.to_string()))?),
         None => None,
     };
-    let service = open_service(global).await?;
+    let service = open_service(global, &crate::cli::PairJudgeArgs::default()).await?;
     if service.embedder().is_none() {
         service.store().close().await;
         // open_service has logged why; say what to do.

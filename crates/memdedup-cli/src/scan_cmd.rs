@@ -14,7 +14,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: &ScanArgs) -> Result<()> {
     let name = display_name(&args.file);
     let collection = parse_collection(&read_text(&args.file)?, &name)?;
     let items = &collection.items;
-    let (judge, linkage) = crate::judging::from_args(&args.judging)?;
+    let (judge, linkage) = crate::judging::from_args(global, &args.judging)?;
     let options = ScanOptions {
         threshold: Threshold::new(args.threshold)?,
         cross_namespace: args.cross_namespace,

@@ -31,6 +31,8 @@ pub(crate) async fn run(global: &GlobalArgs, args: &ServeArgs) -> Result<()> {
     }
     server.validate().map_err(|e| UsageError(e.to_string()))?;
     let settings = config.embedder().map_err(|e| UsageError(e.to_string()))?;
+    // `[dedup] judge` (and MEMDEDUP_DEDUP_JUDGE) decide which similar nodes are duplicates.
+    let pair_judge = config.dedup_config().map_err(|e| UsageError(e.to_string()))?.pair_judge;
 
     // Concurrent requests are embedded together: one call per batch, not per request.
     let embedder = embedder(global, &config, settings)?
@@ -38,7 +40,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: &ServeArgs) -> Result<()> {
     let chat = chat_model(global, &config)?;
     let store = open_store(global, &config).await?;
     let metrics = dedup_server::install_prometheus();
-    let mut state = AppState::new(store, embedder, server, metrics);
+    let mut state = AppState::new(store, embedder, server, metrics).with_pair_judge(pair_judge);
     if let Some(chat) = chat {
         state = state.with_chat_model(chat);
     }

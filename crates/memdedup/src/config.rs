@@ -62,6 +62,8 @@ pub enum EmbedderSettings {
 /// [dedup]
 /// default_threshold = 0.90
 /// time_window_secs = 300
+/// judge = "local"               # or "cosine" (the default): what decides a semantic duplicate
+/// # judge_params = "judge.json" # the local judge's parameters (default: built in)
 /// [dedup.thresholds]
 /// decisions = 0.92
 ///

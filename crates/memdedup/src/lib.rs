@@ -8,8 +8,10 @@
 //!
 //! For memories that persist, [`Store`] (SQLite or Postgres) holds them and
 //! [`DeduplicationService`] answers "is this new memory already known?" (exact → semantic
-//! → recent) before storing it. [`ConfigFile`] reads `memdedup.toml`; [`CachedEmbedder`]
-//! puts the store's embedding cache in front of any embedder.
+//! → recent) before storing it; its [`PairJudgeChoice`] (`[dedup] judge`) says whether the
+//! cosine threshold alone or the [`LocalJudge`] decides a semantic duplicate.
+//! [`ConfigFile`] reads `memdedup.toml`; [`CachedEmbedder`] puts the store's embedding
+//! cache in front of any embedder.
 //!
 //! For conceptual duplicates that similarity alone cannot decide, [`Deduplicator`] runs
 //! seed 003's assisted dedup with a [`Judge`] (an LLM through [`LlmJudge`], or offline
@@ -57,8 +59,10 @@ pub use dedup_precompact::RedisRecentCaptures;
 #[doc(inline)]
 pub use dedup_precompact::{
     AddOutcome, CheckFailure, CheckType, DeduplicationConfig, DeduplicationService, DuplicateCheckResult,
-    DuplicateReason, RecentCaptureCache, RecentCaptures,
+    DuplicateReason, JUDGE_CANDIDATES, JudgeCandidate, PAIR_JUDGE_ENV_VAR, PAIR_JUDGE_NAMES, PairDecision,
+    PairJudgeChoice, RecentCaptureCache, RecentCaptures,
 };
+
 #[doc(inline)]
 pub use dedup_store::{
     DEFAULT_DOMAIN, DbLocation, Fact, FactOutcome, FactUpdate, InsertOutcome, Lifecycle, ListFilter, Memory, MemoryId,

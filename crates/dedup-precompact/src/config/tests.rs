@@ -101,6 +101,7 @@ fn env_overlays_every_variable() {
             cache_capacity: 7,
             min_semantic_length: 0,
             redis_url: Some("redis://127.0.0.1:6379/".into()),
+            ..DeduplicationConfig::default()
         }
     );
 }
@@ -223,6 +224,7 @@ fn toml_overlays_every_key() {
             cache_capacity: 10,
             min_semantic_length: 20,
             redis_url: Some("redis://cache:6379/2".into()),
+            ..DeduplicationConfig::default()
         }
     );
 }
@@ -413,4 +415,53 @@ fn redact_url_hides_only_the_password() {
     assert_eq!(redact_url("redis://token@host"), "redis://***@host");
     assert_eq!(redact_url("redis://host/0?x=a@b"), "redis://host/0?x=a@b");
     assert_eq!(redact_url("not a url"), "not a url");
+}
+
+#[test]
+fn judge_comes_from_the_file_the_environment_and_the_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let origin = dir.path().join("memdedup.toml").display().to_string();
+    std::fs::write(dir.path().join("judge.json"), r#"{"duplicate_floor": 0.7, "related_floor": 0.5, "vetoes": []}"#)
+        .unwrap();
+    let table = |text: &str| -> toml::Table { text.parse().unwrap() };
+    let no_env = |_: &str| None;
+
+    let default = DeduplicationConfig::load_with(None, no_env).unwrap();
+    assert_eq!(default.pair_judge, PairJudgeChoice::Cosine);
+
+    let file = table("[dedup]\njudge = \"local\"\njudge_params = \"judge.json\"\n");
+    let local = DeduplicationConfig::load_with(Some((&file, &origin)), no_env).unwrap();
+    assert_eq!(local.pair_judge.name(), "local");
+    assert_eq!(local.pair_judge.floor(0.9), 0.7, "the file's parameters, relative to the config file");
+    assert_eq!(local.judge_params, Some(dir.path().join("judge.json")));
+
+    // Parameters without `judge = "local"` wait for the environment or a flag.
+    let params_only = table("[dedup]\njudge_params = \"judge.json\"\n");
+    let env = |name: &str| (name == PAIR_JUDGE_ENV_VAR).then(|| " Local ".to_owned());
+    let config = DeduplicationConfig::load_with(Some((&params_only, &origin)), no_env).unwrap();
+    assert_eq!(config.pair_judge, PairJudgeChoice::Cosine);
+    let from_env = DeduplicationConfig::load_with(Some((&params_only, &origin)), env).unwrap();
+    assert_eq!(from_env.pair_judge.floor(0.9), 0.7);
+
+    let mut flagged = config.clone();
+    flagged.apply_judge(Some("local"), "--judge", None, "--judge-params").unwrap();
+    assert_eq!(flagged.pair_judge.floor(0.9), 0.7);
+    flagged.apply_judge(Some("cosine"), "--judge", None, "--judge-params").unwrap();
+    assert_eq!(flagged.pair_judge, PairJudgeChoice::Cosine);
+    let err = flagged.apply_judge(None, "--judge", Some(Path::new("judge.json")), "--judge-params").unwrap_err();
+    assert!(err.to_string().contains("--judge-params: is for the local judge"), "{err}");
+    assert_eq!(flagged.pair_judge, PairJudgeChoice::Cosine, "unchanged on error");
+
+    for (text, expected) in [
+        ("[dedup]\njudge = \"gpt\"\n", "dedup.judge: expected \"cosine\" or \"local\", got \"gpt\""),
+        ("[dedup]\njudge = 1\n", "dedup.judge: expected a string, found integer"),
+        ("[dedup]\njudge_params = \"nope.json\"\n", "dedup.judge_params: cannot read "),
+        ("[dedup]\njudge_params = \" \"\n", "dedup.judge_params: must not be empty"),
+    ] {
+        let err = DeduplicationConfig::load_with(Some((&table(text), &origin)), no_env).unwrap_err().to_string();
+        assert!(err.contains(&origin) && err.contains(expected), "{text}: {err}");
+    }
+    let env = |name: &str| (name == PAIR_JUDGE_ENV_VAR).then(|| "gpt".to_owned());
+    let err = DeduplicationConfig::load_with(None, env).unwrap_err().to_string();
+    assert!(err.contains("MEMDEDUP_DEDUP_JUDGE: expected"), "{err}");
 }
