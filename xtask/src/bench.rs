@@ -16,7 +16,8 @@ deterministic 1,000-entry playbook (about 15% paraphrase near duplicates), with
 /usr/bin/time (Debian: apt-get install time). Each run prints its wall-clock seconds and
 peak resident memory; model loading is included, as a user would see it. Finally it
 times `memdedup scan --db` twice over an unchanged 2,000-line JSONL file (the second
-run reads every vector from the embedding cache). The check-before-store latency bench
+run reads every vector from the embedding cache), then `scan --judge local` on the same
+file, with an empty cache and three times against plain `scan` with a full one. The check-before-store latency bench
 is `cargo bench -p memdedup --bench check` and the HTTP check-similar bench (8 and 32
 clients, 10k and 100k stored nodes) is `cargo bench -p memdedup --bench http`; the
 assisted dedup run (10,000 memories, a fake judge answering after 200 ms, 1, 4 and 16
@@ -93,7 +94,8 @@ pub fn run(root: &Path, e2e_only: bool, bench_args: &[String]) -> Result<()> {
 const SCAN_LINES: usize = 2000;
 
 /// Times `memdedup scan --db` twice over one unchanged JSONL file: the first run embeds
-/// and fills the embedding cache, the second finds every vector there.
+/// and fills the embedding cache, the second finds every vector there. Then times `scan
+/// --judge local` against plain `scan`, with an empty cache and with a full one.
 fn bench_scan_cache(bin: &Path, root: &Path, scratch: &Path) -> Result<()> {
     let generated = crate::synthetic_playbook::generate(SCAN_LINES, SEED + 1);
     let mut jsonl = String::new();
@@ -106,22 +108,46 @@ fn bench_scan_cache(bin: &Path, root: &Path, scratch: &Path) -> Result<()> {
     std::fs::write(&input, &jsonl).with_context(|| format!("writing {}", input.display()))?;
     let db = scratch.join("scan-cache.db");
     println!("\n==> scan --db over {SCAN_LINES} lines, twice (cold processes; the second run hits the cache)");
-    let mut times = Vec::new();
-    for run in 1..=2 {
-        let mut cmd = Command::new(bin);
-        cmd.arg("--db").arg(&db).arg("scan").arg(&input).arg("--json").current_dir(root).stdin(Stdio::null());
-        let line = process::describe(&cmd);
-        let started = std::time::Instant::now();
-        let out = cmd.output().with_context(|| format!("could not start `{line}`"))?;
-        let secs = started.elapsed().as_secs_f64();
-        if !out.status.success() {
-            bail!("`{line}` failed ({}):\n{}", out.status, String::from_utf8_lossy(&out.stderr).trim_end());
-        }
-        println!("  run {run}: {secs:>6.2} s wall");
-        times.push(secs);
+    let plain = time_scan(bin, root, &db, &input, &[])?;
+    let cached = time_scan(bin, root, &db, &input, &[])?;
+    println!(
+        "  run 1: {plain:>6.2} s wall\n  run 2: {cached:>6.2} s wall\n  second run is {:.1}x faster",
+        plain / cached
+    );
+    println!("\n==> scan --db --judge local over the same lines (cold processes, {RUNS} runs each)");
+    let judged_db = scratch.join("scan-judged.db");
+    let judged_cold = time_scan(bin, root, &judged_db, &input, &["--judge", "local"])?;
+    println!(
+        "  embedding as well (empty cache): plain {plain:.2} s, judged {judged_cold:.2} s ({:.2}x)",
+        judged_cold / plain
+    );
+    let mut ratios = Vec::new();
+    for run in 1..=RUNS {
+        let plain = time_scan(bin, root, &db, &input, &[])?;
+        let judged = time_scan(bin, root, &db, &input, &["--judge", "local"])?;
+        println!(
+            "  run {run}, vectors from the cache: plain {plain:.2} s, judged {judged:.2} s ({:.1}x)",
+            judged / plain
+        );
+        ratios.push(judged / plain);
     }
-    println!("  second run is {:.1}x faster", times[0] / times[1]);
+    ratios.sort_by(f64::total_cmp);
+    println!("  median ratio with the cache: {:.1}x", ratios[ratios.len() / 2]);
     Ok(())
+}
+
+/// Runs `memdedup --db DB scan INPUT --json EXTRA...` as a fresh process; its wall seconds.
+fn time_scan(bin: &Path, root: &Path, db: &Path, input: &Path, extra: &[&str]) -> Result<f64> {
+    let mut cmd = Command::new(bin);
+    cmd.arg("--db").arg(db).arg("scan").arg(input).arg("--json").args(extra).current_dir(root).stdin(Stdio::null());
+    let line = process::describe(&cmd);
+    let started = std::time::Instant::now();
+    let out = cmd.output().with_context(|| format!("could not start `{line}`"))?;
+    let secs = started.elapsed().as_secs_f64();
+    if !out.status.success() {
+        bail!("`{line}` failed ({}):\n{}", out.status, String::from_utf8_lossy(&out.stderr).trim_end());
+    }
+    Ok(secs)
 }
 
 /// Reads `%e %M` (seconds, KiB) from GNU time's `-o` file: the last non-empty line.
