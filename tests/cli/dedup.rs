@@ -11,7 +11,9 @@ use assert_cmd::Command;
 use dedup_llm::fake::{FakeLlm, FakeReply, FakeRequest};
 use serde_json::{Value, json};
 
-use crate::support::{json, memdedup, postgres_url, require_model, temp_file, text, unique_namespace};
+use crate::support::{
+    json, memdedup, postgres_url, require_model, run_json, sqlite_db, temp_file, text, unique_namespace,
+};
 
 /// A cluster of paraphrases (seed 003) and the canonical text a correct judge proposes.
 struct Cluster {
@@ -151,19 +153,6 @@ fn truthful_answer(clusters: &[&Cluster], payload: &str) -> Value {
         .filter(|id| !grouped.contains(id))
         .collect();
     json!({"groups": groups, "no_match_ids": no_match, "notes": []})
-}
-
-/// A fresh SQLite database path in its own temporary directory.
-fn sqlite_db() -> (tempfile::TempDir, String) {
-    let dir = tempfile::tempdir().expect("temporary directory");
-    let path = dir.path().join("memory.db").display().to_string();
-    (dir, path)
-}
-
-/// Runs `memdedup --db DB args… --json`, expecting success, and parses stdout.
-fn run_json(db: &str, args: &[&str]) -> Value {
-    let assert = memdedup().args(["--db", db]).args(args).arg("--json").assert().success();
-    json(&assert.get_output().stdout)
 }
 
 /// Runs `memdedup --db DB args…`, expecting success, and returns stdout.

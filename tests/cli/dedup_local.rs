@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::support::{json, memdedup, require_model, temp_file, text};
+use crate::support::{memdedup, require_model, run_json, sqlite_db, temp_file, text};
 
 /// Two paraphrases of one rule: the local judge merges them.
 const DOCS: [&str; 2] =
@@ -17,19 +17,6 @@ const MEETINGS: [&str; 2] = [
 ];
 /// Far from everything else.
 const LUNCH: &str = "The office cafeteria serves lunch between noon and two on weekdays.";
-
-/// A fresh SQLite database path in its own temporary directory.
-fn sqlite_db() -> (tempfile::TempDir, String) {
-    let dir = tempfile::tempdir().expect("temporary directory");
-    let path = dir.path().join("memory.db").display().to_string();
-    (dir, path)
-}
-
-/// Runs `memdedup --db DB args… --json`, expecting success, and parses stdout.
-fn run_json(db: &str, args: &[&str]) -> Value {
-    let assert = memdedup().args(["--db", db]).args(args).arg("--json").assert().success();
-    json(&assert.get_output().stdout)
-}
 
 /// Every memory of `namespace`, deprecated ones too, by id.
 fn all_memories(db: &str, namespace: &str) -> BTreeMap<i64, Value> {

@@ -3,14 +3,7 @@
 use predicates::str::contains;
 use serde_json::Value;
 
-use crate::support::{json, key_set, keys, memdedup, temp_file, text};
-
-/// A fresh SQLite database path in its own temporary directory.
-fn sqlite_db() -> (tempfile::TempDir, String) {
-    let dir = tempfile::tempdir().expect("temporary directory");
-    let path = dir.path().join("facts.db").display().to_string();
-    (dir, path)
-}
+use crate::support::{json, key_set, keys, memdedup, sqlite_db, temp_file, text};
 
 /// Runs `memdedup --db DB facts args…`, expecting success, and returns stdout.
 fn facts(db: &str, args: &[&str]) -> String {

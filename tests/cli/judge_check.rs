@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::support::{json, memdedup, require_model, temp_file, text};
+use crate::support::{json, memdedup, require_model, run_json, sqlite_db, temp_file, text};
 
 /// A standing meeting, the same meeting at another hour (cosine about 0.99 with the local
 /// model, above every threshold), and a paraphrase of a rule below the default 0.90
@@ -15,19 +15,6 @@ const STANDING: &str = "The user has a standing 1:1 with their manager every Thu
 const MOVED: &str = "The user has a standing 1:1 with their manager every Thursday at 16:00.";
 const ROTATION: &str = "Production database credentials are rotated every 90 days through Vault.";
 const ROTATION_PARAPHRASE: &str = "The prod database passwords are changed every 90 days by Vault.";
-
-/// A fresh SQLite database path in its own temporary directory.
-fn sqlite_db() -> (tempfile::TempDir, String) {
-    let dir = tempfile::tempdir().expect("temporary directory");
-    let path = dir.path().join("memory.db").display().to_string();
-    (dir, path)
-}
-
-/// Runs `memdedup --db DB args… --json`, expecting success, and parses stdout.
-fn run_json(db: &str, args: &[&str]) -> Value {
-    let assert = memdedup().args(["--db", db]).args(args).arg("--json").assert().success();
-    json(&assert.get_output().stdout)
-}
 
 fn similarity(a: &str, b: &str) -> f64 {
     let out = memdedup().args(["similarity", a, b]).assert().success();

@@ -8,7 +8,8 @@ use std::process::{Command as StdCommand, Stdio};
 use serde_json::Value;
 
 use crate::support::{
-    EXAMPLE_MEMORIES, json, memdedup, postgres_url, require_model, temp_file, text, unique_namespace,
+    EXAMPLE_MEMORIES, json, memdedup, postgres_url, require_model, run_json, sqlite_db, temp_file, text,
+    unique_namespace,
 };
 
 /// A decision and a paraphrase of it that the local model scores above 0.92 (the
@@ -16,19 +17,6 @@ use crate::support::{
 const DECISION: &str = "We decided to use PostgreSQL as the primary database for the billing service.";
 const DECISION_PARAPHRASE: &str = "We decided to use PostgreSQL as the main database for the billing service.";
 const UNRELATED: &str = "Run the integration tests against a disposable database before every release.";
-
-/// A fresh SQLite database path in its own temporary directory.
-fn sqlite_db() -> (tempfile::TempDir, String) {
-    let dir = tempfile::tempdir().expect("temporary directory");
-    let path = dir.path().join("memory.db").display().to_string();
-    (dir, path)
-}
-
-/// Runs `memdedup --db DB args… --json`, expecting success, and parses stdout.
-fn run_json(db: &str, args: &[&str]) -> Value {
-    let assert = memdedup().args(["--db", db]).args(args).arg("--json").assert().success();
-    json(&assert.get_output().stdout)
-}
 
 fn add(db: &str, namespace: &str, content: &str) -> Value {
     run_json(db, &["add", content, "--namespace", namespace])

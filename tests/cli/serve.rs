@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use sqlx::Connection;
 use tokio::sync::Semaphore;
 
-use crate::support::{memdedup, postgres_url, require_model, text};
+use crate::support::{memdedup, postgres_url, require_model, sqlite_db, text};
 
 /// What `memdedup serve` prints on stderr once it accepts connections.
 const LISTENING: &str = "memdedup: listening on http://";
@@ -225,13 +225,6 @@ fn with_database(url: &str, name: &str) -> String {
         out.push_str(query);
     }
     out
-}
-
-/// A fresh SQLite database path in its own temporary directory.
-fn sqlite_db() -> (tempfile::TempDir, String) {
-    let dir = tempfile::tempdir().expect("temporary directory");
-    let path = dir.path().join("memory.db").display().to_string();
-    (dir, path)
 }
 
 fn client() -> reqwest::Client {

@@ -164,3 +164,16 @@ pub fn counter_sum(playbook: &Value, counter: &str) -> u64 {
 pub fn assert_close(actual: f64, expected: f64, tolerance: f64) {
     assert!((actual - expected).abs() <= tolerance, "{actual} is not within {tolerance} of {expected}");
 }
+
+/// A fresh SQLite database path in its own temporary directory.
+pub fn sqlite_db() -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let path = dir.path().join("memory.db").display().to_string();
+    (dir, path)
+}
+
+/// Runs `memdedup --db DB args… --json`, expecting success, and parses stdout.
+pub fn run_json(db: &str, args: &[&str]) -> Value {
+    let assert = memdedup().args(["--db", db]).args(args).arg("--json").assert().success();
+    json(&assert.get_output().stdout)
+}

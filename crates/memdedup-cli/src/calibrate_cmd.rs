@@ -7,7 +7,7 @@ mod recommend;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use memdedup::crates::core::{Labelled, PairScore, score_grouping};
 use memdedup::{CONFIG_FILE_NAME, Embedding, Threshold, group_by_similarity};
 use serde_json::{Value, json};
@@ -18,7 +18,6 @@ use crate::cli::{CalibrateArgs, GlobalArgs};
 use crate::input::{display_name, read_text};
 use crate::labelled::{Item, parse_labelled};
 use crate::output::emit;
-use crate::progress::embedding_bar;
 
 /// The thresholds swept, in hundredths: 0.50 to 0.99 by 0.01.
 const SWEEP: std::ops::RangeInclusive<u32> = 50..=99;
@@ -41,16 +40,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: &CalibrateArgs) -> Result<()>
     let config_path = config.path().map_or_else(|| PathBuf::from(CONFIG_FILE_NAME), Path::to_path_buf);
     let own_thresholds: BTreeSet<String> = config.dedup_config()?.similarity_thresholds.into_keys().collect();
 
-    let embedder = crate::open::collection_embedder(global).await??;
-    let texts: Vec<&str> = items.iter().map(|i| i.text.as_str()).collect();
-    let bar = embedding_bar(texts.len(), global.quiet);
-    let progress = |done: usize, total: usize| {
-        bar.set_length(total as u64);
-        bar.set_position(done as u64);
-    };
-    let embeddings = memdedup::embed_texts(embedder.as_ref(), &texts, &progress).await;
-    bar.finish_and_clear();
-    let embeddings = embeddings.with_context(|| format!("cannot embed {name}"))?;
+    let (model, embeddings) = crate::labelled::embed_items(global, &items, &name).await?;
 
     let sweep = tokio::task::block_in_place(|| Sweep::run(&items, &embeddings))?;
     let overall = recommend(&sweep.overall, args.target_precision);
@@ -65,7 +55,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: &CalibrateArgs) -> Result<()>
     let plan = WritePlan::new(args.namespace.as_deref(), &overall, &namespaces, &own_thresholds);
     let report = Report {
         name: &name,
-        model: embedder.model_id(),
+        model: &model,
         target: args.target_precision,
         items: items.len(),
         rows: &sweep.overall,

@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use memdedup::crates::core::{
     CONTRAST_KINDS, Contrast, Edge, Labelled, Linkage, LocalJudge, LocalJudgeParams, PairScore, PairVerdict,
     SCORE_TOLERANCE, TextFeatures, contrast_features, group_confirmed, score_grouping,
@@ -15,7 +15,6 @@ use crate::input::{display_name, read_text};
 use crate::judging::{linkage, linkage_name};
 use crate::labelled::{Item, parse_labelled};
 use crate::output::{emit, snippet};
-use crate::progress::embedding_bar;
 
 /// The thresholds evaluated when none is given.
 const DEFAULT_THRESHOLDS: [f64; 6] = [0.65, 0.70, 0.75, 0.80, 0.85, 0.90];
@@ -32,16 +31,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: &EvalArgs) -> Result<()> {
         args.threshold.iter().map(|&t| Threshold::new(t)).collect::<Result<_, _>>()?
     };
     let local = crate::judging::local_judge(args.judge, args.judge_params.as_deref())?;
-    let embedder = crate::open::collection_embedder(global).await??;
-    let texts: Vec<&str> = items.iter().map(|i| i.text.as_str()).collect();
-    let bar = embedding_bar(texts.len(), global.quiet);
-    let progress = |done: usize, total: usize| {
-        bar.set_length(total as u64);
-        bar.set_position(done as u64);
-    };
-    let embeddings = memdedup::embed_texts(embedder.as_ref(), &texts, &progress).await;
-    bar.finish_and_clear();
-    let embeddings = embeddings.with_context(|| format!("cannot embed {name}"))?;
+    let (model, embeddings) = crate::labelled::embed_items(global, &items, &name).await?;
     let labels: Vec<Labelled> = items.iter().map(|i| i.label.clone()).collect();
     let settings: Vec<Setting> = match args.judge {
         PairJudgeArg::Cosine => thresholds
@@ -62,7 +52,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: &EvalArgs) -> Result<()> {
         let score = score_grouping(&labels, &groups);
         results.push(Outcome { setting, score, refused });
     }
-    let summary = Summary { name: &name, model: embedder.model_id(), items: &items, pairs: &pairs };
+    let summary = Summary { name: &name, model: &model, items: &items, pairs: &pairs };
     if args.json {
         emit(&format!("{}\n", summary.json(&results, args.worst)))
     } else {

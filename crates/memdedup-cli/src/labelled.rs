@@ -82,6 +82,27 @@ pub(crate) fn parse_labelled(text: &str, name: &str) -> Result<Vec<Item>> {
     Ok(items.into_iter().map(|(_, item)| item).collect())
 }
 
+/// Embeds the items' texts with the collection embedder, showing a progress bar; the
+/// model id and the vectors, in item order. `name` names the file in errors.
+pub(crate) async fn embed_items(
+    global: &crate::cli::GlobalArgs,
+    items: &[Item],
+    name: &str,
+) -> anyhow::Result<(String, Vec<memdedup::Embedding>)> {
+    use anyhow::Context;
+    let embedder = crate::open::collection_embedder(global).await??;
+    let texts: Vec<&str> = items.iter().map(|i| i.text.as_str()).collect();
+    let bar = crate::progress::embedding_bar(texts.len(), global.quiet);
+    let progress = |done: usize, total: usize| {
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+    };
+    let embeddings = memdedup::embed_texts(embedder.as_ref(), &texts, &progress).await;
+    bar.finish_and_clear();
+    let embeddings = embeddings.with_context(|| format!("cannot embed {name}"))?;
+    Ok((embedder.model_id().to_owned(), embeddings))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
