@@ -1,3 +1,6 @@
+//! Grouping by the local judge: vetoes split cosine groups, pairs below the floor are not
+//! judged, and the result does not depend on threads or (for single linkage) on order.
+
 use proptest::prelude::*;
 
 use super::*;
