@@ -231,6 +231,8 @@ pub struct TextFeatures {
     word_set: BTreeSet<String>,
     specifics: BTreeSet<Specific>,
     entities: BTreeSet<String>,
+    /// `entities` in lowercase, in the same order.
+    entities_lower: Vec<String>,
     /// For each term of [`OPPOSITES`] (first, second, in order), whether the text has it.
     opposite_terms: Vec<bool>,
     /// The first negating word, and the stems of the words each negation negates.
@@ -276,11 +278,13 @@ impl TextFeatures {
                     })
             })
             .map(|(_, w)| w.clone());
+        let entities = entities(text);
         TextFeatures {
             normalized: crate::normalize_content(text),
             word_set: words.iter().cloned().collect(),
             specifics: specifics(text),
-            entities: entities(text),
+            entities_lower: entities.iter().map(|e| e.to_lowercase()).collect(),
+            entities,
             words,
             stems,
             opposite_terms,
@@ -369,17 +373,29 @@ pub fn contrast_features(a: &TextFeatures, b: &TextFeatures) -> Vec<Contrast> {
         _ => {}
     }
 
-    found.extend(word_edits(&a.words, &b.words));
+    // A near copy leaves at most three words of each side out, or none of one side: words
+    // missing from the other side's vocabulary already rule it out (most pairs).
+    let missing = |x: &TextFeatures, y: &TextFeatures| x.words.iter().filter(|w| !y.word_set.contains(*w)).count();
+    let (missing_a, missing_b) = (missing(a, b), missing(b, a));
+    if !(missing_a > 0 && missing_b > 0 && (missing_a > 3 || missing_b > 3)) {
+        found.extend(word_edits(&a.words, &b.words));
+    }
 
     // An entity whose name starts another's (`ETH` / `Ethereum`) is taken for the same.
-    let named = |e: &String, words: &BTreeSet<String>| {
-        let e = e.to_lowercase();
+    let named = |e: &str, words: &BTreeSet<String>| {
         words
             .iter()
-            .any(|w| *w == e || (e.len() >= 3 && w.len() >= 3 && (w.starts_with(&e) || e.starts_with(w.as_str()))))
+            .any(|w| w == e || (e.len() >= 3 && w.len() >= 3 && (w.starts_with(e) || e.starts_with(w.as_str()))))
     };
-    let only_a: Vec<String> = a.entities.iter().filter(|e| !named(e, &b.word_set)).cloned().collect();
-    let only_b: Vec<String> = b.entities.iter().filter(|e| !named(e, &a.word_set)).cloned().collect();
+    let only = |x: &TextFeatures, y: &TextFeatures| -> Vec<String> {
+        x.entities
+            .iter()
+            .zip(&x.entities_lower)
+            .filter(|(_, l)| !named(l, &y.word_set))
+            .map(|(e, _)| e.clone())
+            .collect()
+    };
+    let (only_a, only_b) = (only(a, b), only(b, a));
     if !only_a.is_empty() && !only_b.is_empty() {
         found.push(Contrast::EntitiesDiffer { first: only_a, second: only_b });
     }

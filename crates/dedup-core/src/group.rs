@@ -232,7 +232,7 @@ fn compare_tile(
 
 /// `out = a × bᵀ`, where `a` is `rows × dims` and `b` is `cols × dims`, both row-major, and
 /// `out` is `rows × cols` row-major.
-fn product_with_transpose(a: &[f32], rows: usize, b: &[f32], cols: usize, dims: usize, out: &mut [f32]) {
+pub(crate) fn product_with_transpose(a: &[f32], rows: usize, b: &[f32], cols: usize, dims: usize, out: &mut [f32]) {
     assert!(a.len() == rows * dims && b.len() == cols * dims && out.len() == rows * cols);
     // SAFETY: the assertion above guarantees that every index the kernel touches is in
     // bounds: `a` is rows×dims with strides (dims, 1); `b` read as the dims×cols matrix bᵀ

@@ -36,29 +36,54 @@ pub struct JudgedGrouping {
     pub judged: usize,
 }
 
+/// Rows per tile of [`similar_pairs`]: a tile's scores are one small matrix product.
+const TILE: usize = 256;
+
 /// Every pair `(a, b)`, `a < b`, whose cosine reaches `floor`, in index order.
 ///
+/// The scores come tile by tile from one matrix product each (as in
+/// [`group_by_similarity`](crate::group_by_similarity)), tiles in parallel on rayon.
 /// Fails when the embeddings do not all have the same dimensions.
 pub fn similar_pairs(embeddings: &[Embedding], floor: f32) -> Result<Vec<Edge>> {
     let Some(first) = embeddings.first() else { return Ok(Vec::new()) };
-    if let Some(bad) = embeddings.iter().find(|e| e.dims() != first.dims()) {
-        return Err(Error::DimensionMismatch { expected: first.dims(), actual: bad.dims() });
+    let dims = first.dims();
+    if let Some(bad) = embeddings.iter().find(|e| e.dims() != dims) {
+        return Err(Error::DimensionMismatch { expected: dims, actual: bad.dims() });
     }
-    let rows: Vec<Vec<Edge>> = (0..embeddings.len())
-        .into_par_iter()
-        .map(|a| {
-            let row = embeddings[a].as_slice();
-            embeddings[a + 1..]
-                .iter()
-                .enumerate()
-                .filter_map(|(k, other)| {
-                    let score: f32 = row.iter().zip(other.as_slice()).map(|(x, y)| x * y).sum();
-                    (score >= floor).then_some(Edge { a, b: a + 1 + k, score })
-                })
-                .collect()
+    let n = embeddings.len();
+    let matrix: Vec<f32> = embeddings.iter().flat_map(|e| e.as_slice().iter().copied()).collect();
+    let blocks = n.div_ceil(TILE);
+    let tiles: Vec<(usize, usize)> = (0..blocks).flat_map(|bi| (bi..blocks).map(move |bj| (bi, bj))).collect();
+    let found: Vec<Vec<Edge>> = tiles
+        .par_iter()
+        .map(|&(bi, bj)| {
+            let (r0, r1) = (bi * TILE, ((bi + 1) * TILE).min(n));
+            let (c0, c1) = (bj * TILE, ((bj + 1) * TILE).min(n));
+            let (rows, cols) = (r1 - r0, c1 - c0);
+            let mut scores = vec![0.0f32; rows * cols];
+            crate::group::product_with_transpose(
+                &matrix[r0 * dims..r1 * dims],
+                rows,
+                &matrix[c0 * dims..c1 * dims],
+                cols,
+                dims,
+                &mut scores,
+            );
+            let mut edges = Vec::new();
+            for i in 0..rows {
+                for j in 0..cols {
+                    let (a, b, score) = (r0 + i, c0 + j, scores[i * cols + j]);
+                    if a < b && score >= floor {
+                        edges.push(Edge { a, b, score });
+                    }
+                }
+            }
+            edges
         })
         .collect();
-    Ok(rows.into_iter().flatten().collect())
+    let mut edges: Vec<Edge> = found.into_iter().flatten().collect();
+    edges.sort_by_key(|e| (e.a, e.b));
+    Ok(edges)
 }
 
 /// Groups `texts` (with their `embeddings`) from the pairs `judge` confirms: every pair
@@ -94,8 +119,13 @@ pub fn group_judged(
             rejected.push(RejectedPair { a: edge.a, b: edge.b, judgement });
         }
     }
+    let duplicate_floor = judge.params().duplicate_floor;
     let check = |a: usize, b: usize| {
         let cosine = embeddings[a].cosine(&embeddings[b]).map_err(|e| e.to_string())?;
+        if cosine < duplicate_floor && features[a].normalized != features[b].normalized {
+            // No contrast can make this pair a duplicate: say so without looking for one.
+            return Err(format!("cosine {cosine:.3} is below {duplicate_floor:.2}"));
+        }
         let judgement = judge.judge_features(&features[a], &features[b], cosine);
         if judgement.is_duplicate() { Ok(cosine) } else { Err(judgement.reasons.join("; ")) }
     };

@@ -47,8 +47,9 @@ pub struct GuardedGrouping {
     /// Groups of two or more, disjoint, ordered by survivor (first member). Each lies inside
     /// one connected component of the confirmed links.
     pub groups: Vec<Group>,
-    /// Every refusal, in the order the guard met them: component by component (by first
-    /// member), then in input order within a component. A member may be refused by one
+    /// Every refusal of a member linked into the group that refused it, in the order the
+    /// guard met them: component by component (by first member), then in input order
+    /// within a component. A member may be refused by one
     /// group and still join or survive a later one.
     pub refused: Vec<RefusedLink>,
 }
@@ -72,12 +73,13 @@ pub struct GuardedGrouping {
 ///   of its links, as for similarity groups.
 /// - [`Linkage::Survivor`]: the first member is the survivor; the group is the survivor
 ///   plus every member confirmed against it, and every other member is refused (`other` is
-///   the survivor). The refused members are grouped the same way among themselves, until
+///   the survivor; reported when it has a link into the group). The refused members are grouped the same way among themselves, until
 ///   fewer than two remain. `edges` is the star `(survivor, member, score)` for every other
 ///   member, so [`Group::links`] names the survivor as each member's `via`.
 /// - [`Linkage::Complete`]: each member joins the first group all of whose members it is
 ///   confirmed against, checked in input order; it is refused by every group where one
-///   fails (`other` is the first that failed), and starts a group of its own when none
+///   fails (`other` is the first that failed; reported when it has a link into that
+///   group, so a report stays proportional to the links), and starts a group of its own when none
 ///   takes it. `edges` is the maximum spanning tree of the group's pairs, all of which are
 ///   confirmed.
 ///
@@ -149,6 +151,12 @@ impl<F: FnMut(usize, usize) -> Result<f32, String>> Judge<F> {
             verdict => Ok(verdict),
         }
     }
+
+    /// Whether `m` has a link to one of `members`: a refusal there is a link the guard
+    /// refused, worth reporting; elsewhere `m` was never headed for that group.
+    fn linked_to_any(&self, m: usize, members: &[usize]) -> bool {
+        members.iter().any(|&x| self.linked.contains_key(&(x.min(m), x.max(m))))
+    }
 }
 
 /// [`Linkage::Survivor`] over one component's members, in input order.
@@ -169,12 +177,15 @@ fn survivor_linkage<F: FnMut(usize, usize) -> Result<f32, String>>(
                     members.push(m);
                     edges.push(Edge { a: survivor, b: m, score });
                 }
-                Err(reason) => {
-                    out.refused.push(RefusedLink { member: m, other: survivor, survivor, reason });
-                    refused.push(m);
-                }
+                Err(reason) => refused.push((m, reason)),
             }
         }
+        for (m, reason) in &refused {
+            if judge.linked_to_any(*m, &members) {
+                out.refused.push(RefusedLink { member: *m, other: survivor, survivor, reason: reason.clone() });
+            }
+        }
+        let refused: Vec<usize> = refused.into_iter().map(|(m, _)| m).collect();
         if members.len() >= 2 {
             out.groups.push(Group::from_tree(members, edges));
         }
@@ -216,7 +227,9 @@ fn complete_linkage<F: FnMut(usize, usize) -> Result<f32, String>>(
                     continue 'member;
                 }
                 Some((other, reason)) => {
-                    out.refused.push(RefusedLink { member: m, other, survivor: clique.members[0], reason });
+                    if judge.linked_to_any(m, &clique.members) {
+                        out.refused.push(RefusedLink { member: m, other, survivor: clique.members[0], reason });
+                    }
                 }
             }
         }

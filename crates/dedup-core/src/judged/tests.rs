@@ -84,6 +84,30 @@ fn corpus() -> impl Strategy<Value = (Vec<&'static str>, Vec<Embedding>)> {
 }
 
 proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+    #[test]
+    fn similar_pairs_match_a_plain_comparison_across_tiles(
+        vectors in prop::collection::vec(prop::collection::vec(-1.0f32..1.0, 4), 0..600),
+        floor in 0.0f32..0.99,
+    ) {
+        let embeddings: Vec<Embedding> = vectors.into_iter().filter_map(|v| Embedding::new(v).ok()).collect();
+        let mut expected = Vec::new();
+        for a in 0..embeddings.len() {
+            for b in a + 1..embeddings.len() {
+                let score = embeddings[a].cosine(&embeddings[b]).unwrap();
+                // Scores at the floor itself may round either way in the tiled product.
+                if (score - floor).abs() > 1e-5 && score >= floor {
+                    expected.push((a, b));
+                }
+            }
+        }
+        let found: Vec<(usize, usize)> = similar_pairs(&embeddings, floor).unwrap().iter().map(|e| (e.a, e.b))
+            .filter(|&(a, b)| (embeddings[a].cosine(&embeddings[b]).unwrap() - floor).abs() > 1e-5).collect();
+        prop_assert_eq!(found, expected);
+    }
+}
+
+proptest! {
     #[test]
     fn verdicts_do_not_depend_on_the_thread_count((texts, embeddings) in corpus()) {
         let run = |threads: usize| {
