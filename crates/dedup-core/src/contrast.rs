@@ -441,12 +441,28 @@ fn word_diff<'a>(a: &'a [String], b: &'a [String]) -> (Vec<&'a str>, Vec<&'a str
     (only_a, only_b, lcs[0][0])
 }
 
+/// Words that carry no claim of their own: articles, pronouns, quantifiers, auxiliaries,
+/// prepositions and fillers. Opposites among them (`always`/`never`) are
+/// [`Contrast::OppositeWords`].
+const FUNCTION_WORDS: [&str; 58] = [
+    "a", "an", "the", "this", "that", "these", "those", "you", "we", "i", "it", "they", "he", "she", "your", "our",
+    "their", "its", "my", "every", "each", "all", "any", "some", "always", "to", "of", "in", "on", "at", "for", "with",
+    "by", "from", "and", "or", "so", "then", "is", "are", "be", "been", "was", "were", "do", "does", "did", "will",
+    "should", "must", "can", "may", "please", "also", "too", "very", "really", "there",
+];
+
 /// Near copies: the same words in the same order but for a few replaced
 /// ([`Contrast::WordsReplaced`]: at most three per side, and the shared words at least
 /// four and 60 % of the longer text) or a phrase of two or more words added
 /// ([`Contrast::WordsAdded`]: the shorter text entirely shared).
 fn word_edits(wa: &[String], wb: &[String]) -> Option<Contrast> {
     let (only_a, only_b, common) = word_diff(wa, wb);
+    // Replacing or adding only function words ("before every commit" / "always ... before
+    // you commit") restates the claim; a content word must change.
+    let content = |ws: &[&str]| ws.iter().filter(|w| !FUNCTION_WORDS.contains(w)).count();
+    if content(&only_a) == 0 && content(&only_b) == 0 {
+        return None;
+    }
     let owned = |ws: &[&str]| ws.iter().map(|w| (*w).to_owned()).collect::<Vec<_>>();
     let longer = wa.len().max(wb.len());
     match (only_a.len(), only_b.len()) {

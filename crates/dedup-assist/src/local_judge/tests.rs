@@ -193,7 +193,8 @@ fn the_model_names_the_parameters() {
     assert!(model.starts_with("local-judge/") && model.len() == "local-judge/".len() + 16, "{model}");
     params.duplicate_floor = 0.7;
     assert_ne!(LocalBatchJudge::with_params(params).model(), model, "other parameters, another digest");
-    assert_eq!(LocalBatchJudge::builtin().default_min_confidence(), Some(f64::from(0.55f32)));
+    let floor = LocalJudgeParams::builtin().duplicate_floor;
+    assert_eq!(LocalBatchJudge::builtin().default_min_confidence(), Some(f64::from(floor)));
 }
 
 #[test]
