@@ -600,8 +600,10 @@ mod tests {
             in_first: false,
         };
         assert_eq!(found, [added]);
-        // A paraphrase in other words is no near copy.
+        // A paraphrase in other words is no near copy, and neither is one that changes only
+        // function words.
         assert_eq!(contrast("Rotate the API keys every month.", "API keys get replaced on a monthly schedule."), []);
+        assert_eq!(contrast("Run the formatter before every commit.", "Always run the formatter before you commit."), []);
     }
 
     #[test]

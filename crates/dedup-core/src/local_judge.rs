@@ -167,9 +167,9 @@ impl LocalJudge {
         self.decide(cosine, contrasts)
     }
 
-    /// The verdict on a pair of different texts from their cosine and their contrasts
-    /// (as [`contrast`] finds them), with reasons. [`LocalJudge::judge`] is this plus the
-    /// same-text rule and a shortcut below `related_floor`.
+    /// The verdict on a pair of different texts from their cosine and their contrasts (as
+    /// [`contrast`](crate::contrast()) finds them), with reasons. [`LocalJudge::judge`] is
+    /// this plus the same-text rule and a shortcut below `related_floor`.
     pub fn decide(&self, cosine: f32, contrasts: Vec<Contrast>) -> PairJudgement {
         let p = &self.params;
         let verdict = self.verdict(cosine, &contrasts);
