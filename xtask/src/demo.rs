@@ -9,7 +9,8 @@ use anyhow::{Context, Result};
 use crate::process::{self, cargo};
 
 /// Fetches the model if needed, builds `memdedup` in release mode, dedups
-/// `examples/playbook.json` into `$TMPDIR/memdedup-demo/` and scans `examples/memories.jsonl`.
+/// `examples/playbook.json` into `$TMPDIR/memdedup-demo/` and scans `examples/memories.jsonl`
+/// (by cosine, then with the local judge).
 pub fn run(root: &Path) -> Result<()> {
     crate::model::fetch_model(None)?;
     let bin = build_cli(root)?;
@@ -41,6 +42,8 @@ pub fn run(root: &Path) -> Result<()> {
 
     println!("\n==> memdedup scan examples/memories.jsonl");
     process::run(Command::new(&bin).args(["scan", "examples/memories.jsonl"]).current_dir(root))?;
+    println!("\n==> memdedup scan examples/memories.jsonl --judge local");
+    process::run(Command::new(&bin).args(["scan", "examples/memories.jsonl", "--judge", "local"]).current_dir(root))?;
 
     // The check-before-store path, on a fresh SQLite memory store.
     let db = out_dir.join("memory.db");

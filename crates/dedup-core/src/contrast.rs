@@ -603,7 +603,10 @@ mod tests {
         // A paraphrase in other words is no near copy, and neither is one that changes only
         // function words.
         assert_eq!(contrast("Rotate the API keys every month.", "API keys get replaced on a monthly schedule."), []);
-        assert_eq!(contrast("Run the formatter before every commit.", "Always run the formatter before you commit."), []);
+        assert_eq!(
+            contrast("Run the formatter before every commit.", "Always run the formatter before you commit."),
+            []
+        );
     }
 
     #[test]
