@@ -67,18 +67,19 @@ async fn add(store: &Store, scope: Scope, args: &FactsAddArgs) -> Result<()> {
     }
 }
 
+/// One line per fact evicted to make room.
+fn evicted_lines(evicted: &[memdedup::crates::store::Fact]) -> String {
+    evicted
+        .iter()
+        .map(|old| format!("evicted {} (confidence {:.2}) to stay within the fact limit\n", old.id, old.confidence))
+        .collect()
+}
+
 /// What `facts add` did, one line per change.
 fn outcome_text(outcome: &FactOutcome, scope: &Scope) -> String {
     match outcome {
         FactOutcome::Added { fact, evicted } => {
-            let mut out = format!("added {} to {scope}\n", fact.id);
-            for old in evicted {
-                out.push_str(&format!(
-                    "evicted {} (confidence {:.2}) to stay within the fact limit\n",
-                    old.id, old.confidence
-                ));
-            }
-            out
+            format!("added {} to {scope}\n{}", fact.id, evicted_lines(evicted))
         }
         FactOutcome::Duplicate { existing } => {
             format!("skipped: duplicate of {} in {scope} (same content, ignoring case)\n", existing.id)
@@ -299,14 +300,7 @@ fn extracted_text(extracted: &Extracted, scope: &Scope) -> String {
     match &extracted.outcome {
         None => format!("extracted {about}\n"),
         Some(FactOutcome::Added { fact: added, evicted }) => {
-            let mut out = format!("added {} {about}\n", added.id);
-            for old in evicted {
-                out.push_str(&format!(
-                    "evicted {} (confidence {:.2}) to stay within the fact limit\n",
-                    old.id, old.confidence
-                ));
-            }
-            out
+            format!("added {} {about}\n{}", added.id, evicted_lines(evicted))
         }
         Some(FactOutcome::Duplicate { existing }) => format!("duplicate of {} {about}\n", existing.id),
         Some(FactOutcome::Outranked { lowest_kept, max_facts, .. }) => format!(
