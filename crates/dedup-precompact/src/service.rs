@@ -123,6 +123,70 @@ pub struct DuplicateCheckResult {
     pub reasons: Vec<String>,
 }
 
+impl DuplicateCheckResult {
+    /// One line saying what the check found and why, for a check of content in `scope`:
+    /// `duplicate of memdedup://…: semantically similar, cosine 0.9612 >= threshold 0.90`.
+    /// Scores are rounded to four decimals.
+    pub fn explanation(&self, scope: &Scope) -> String {
+        let score = |value: f32| (f64::from(value) * 10_000.0).round() / 10_000.0;
+        let urn = self.matched_urn.as_deref().unwrap_or("?");
+        match self.reason {
+            Some(DuplicateReason::ExactMatch) => format!("duplicate of {urn}: exact match (same normalised text)"),
+            Some(DuplicateReason::SemanticSimilar) if self.judge != "cosine" => format!(
+                "duplicate of {urn}: the {} judge confirms it at cosine {:.4} (threshold {:.2}): {}",
+                self.judge,
+                score(self.similarity_score.unwrap_or(0.0)),
+                self.threshold,
+                self.reasons.join("; ")
+            ),
+            Some(DuplicateReason::SemanticSimilar) => format!(
+                "duplicate of {urn}: semantically similar, cosine {:.4} >= threshold {:.2}",
+                score(self.similarity_score.unwrap_or(0.0)),
+                self.threshold
+            ),
+            Some(DuplicateReason::RecentCapture) => {
+                format!("duplicate of {urn}: captured {} s ago", self.captured_secs_ago.unwrap_or(0))
+            }
+            None => match self.nearest {
+                Some(n) if self.verdict == PairVerdict::Related => format!(
+                    "related to {}, not a duplicate: cosine {:.4} (threshold {:.2}): {}",
+                    scope.urn(n.id),
+                    score(n.score),
+                    self.threshold,
+                    self.reasons.join("; ")
+                ),
+                Some(n) => format!(
+                    "unique in {scope}: nearest {} at cosine {:.4} < threshold {:.2}",
+                    scope.urn(n.id),
+                    score(n.score),
+                    self.threshold
+                ),
+                None => format!("unique in {scope}"),
+            },
+        }
+    }
+}
+
+impl AddOutcome {
+    /// One line saying what adding did: `stored memdedup://…` (with why a close memory
+    /// was kept apart, or that no semantic check ran), or `not stored: duplicate of …`.
+    pub fn explanation(&self, scope: &Scope) -> String {
+        match &self.urn {
+            Some(urn) => {
+                let note = if !self.embedded {
+                    " (without an embedding: no semantic check ran)".to_owned()
+                } else if self.check.verdict == PairVerdict::Related {
+                    format!(" ({})", self.check.explanation(scope))
+                } else {
+                    String::new()
+                };
+                format!("stored {urn}{note}")
+            }
+            None => format!("not stored: {}", self.check.explanation(scope)),
+        }
+    }
+}
+
 /// What [`DeduplicationService::add`] did.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AddOutcome {

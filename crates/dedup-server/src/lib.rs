@@ -39,7 +39,10 @@ pub use config::{DEFAULT_ADDR, FactsConfig, NodesConfig, ServerConfig, TOKEN_ENV
 pub use error::{ApiError, ApiResult, Error, ErrorBody};
 pub use nodes::{CHECK_SIMILAR_REQUIRED, MAX_TITLE_BYTES, duplicate_message, node_id, node_text};
 pub use ops::{HTTP_REQUEST_DURATION_SECONDS, HTTP_REQUESTS_TOTAL, install_prometheus};
-pub use server::{MAX_REQUEST_ID_BYTES, MAX_URI_BYTES, REQUEST_ID_HEADER, bind, router, serve, shutdown_signal};
+pub use server::{
+    MAX_REQUEST_ID_BYTES, MAX_URI_BYTES, REQUEST_ID_HEADER, bind, router, router_with, serve, serve_app,
+    shutdown_signal,
+};
 pub use state::{AppState, EMBEDDER_DOWN_FOR, EMBEDDER_OK_FOR, EMBEDDER_PROBE_TIMEOUT, EmbedderStatus};
 
 /// The OpenAPI document, generated from the handlers and their types.

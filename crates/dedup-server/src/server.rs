@@ -31,6 +31,14 @@ pub const MAX_URI_BYTES: usize = 8 << 10;
 
 /// The whole HTTP API over `state`.
 pub fn router(state: AppState) -> Router {
+    router_with(state, Router::new())
+}
+
+/// The whole HTTP API over `state`, with the routes of `extra` (such as the MCP endpoint
+/// nested at `/mcp`) behind the same bearer-token authentication, which attaches the
+/// caller's [`Principal`](crate::Principal) to each request's extensions, and the same
+/// metrics, request ids and limits.
+pub fn router_with(state: AppState, extra: Router<AppState>) -> Router {
     let api = Router::new()
         .route("/v1/nodes/check-similar", post(nodes::check_similar))
         .route("/v1/nodes", post(nodes::create_node).get(nodes::list_nodes))
@@ -43,6 +51,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/memory/profile", get(facts::get_profile).put(facts::put_profile))
         .route("/v1/memory/context", get(facts::context))
         .route("/metrics", get(ops::metrics))
+        .merge(extra)
         .route_layer(middleware::from_fn_with_state(state.clone(), auth::authenticate));
     let open = Router::new().route("/healthz", get(ops::healthz)).route("/v1/openapi.json", get(ops::openapi));
     let request_id = axum::http::HeaderName::from_static(REQUEST_ID_HEADER);
@@ -134,9 +143,19 @@ pub async fn serve(
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), Error> {
+    let app = router(state.clone());
+    serve_app(listener, app, state, shutdown).await
+}
+
+/// [`serve`] with `app` (from [`router_with`]) as the routes.
+pub async fn serve_app(
+    listener: TcpListener,
+    app: Router,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), Error> {
     let local: Option<SocketAddr> = listener.local_addr().ok();
     tracing::info!(addr = ?local, backend = state.store().backend(), "serving");
-    let app = router(state.clone());
     axum::serve(listener, app).with_graceful_shutdown(shutdown).await?;
     state.store().close().await;
     tracing::info!("stopped");

@@ -50,6 +50,26 @@ impl Scope {
     }
 }
 
+/// Parses a memory reference: a bare id (`42`) or a URN (`memdedup://global/decisions/42`),
+/// giving the id and, for a URN, its scope. The error names the reference and what is
+/// wrong with it.
+pub fn parse_memory_ref(raw: &str) -> std::result::Result<(MemoryId, Option<Scope>), String> {
+    let bad = || format!("`{raw}` is not a memory id or memdedup:// URN");
+    let digits_only = |s: &str| -> std::result::Result<MemoryId, String> {
+        if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(bad());
+        }
+        s.parse().map_err(|_| bad())
+    };
+    let Some(rest) = raw.strip_prefix("memdedup://") else { return Ok((digits_only(raw)?, None)) };
+    let parts: Vec<&str> = rest.split('/').collect();
+    let [domain, namespace, id] = parts[..] else {
+        return Err(format!("`{raw}` is not a memdedup://DOMAIN/NAMESPACE/ID URN"));
+    };
+    let scope = Scope::new(domain, namespace).map_err(|e| format!("`{raw}` is not a valid URN: {e}"))?;
+    Ok((digits_only(id)?, Some(scope)))
+}
+
 impl Default for Scope {
     fn default() -> Scope {
         Scope { domain: DEFAULT_DOMAIN.to_owned(), namespace: DEFAULT_NAMESPACE.to_owned() }

@@ -54,6 +54,12 @@ pub(crate) enum Command {
     /// Binds 127.0.0.1:3100 by default. A non-loopback address needs a bearer token
     /// ([[server.tokens]] in memdedup.toml, or MEMDEDUP_API_TOKEN). See docs/HTTP.md.
     Serve(ServeArgs),
+    /// Serve the MCP tools (memory_check, memory_add, memory_search, …) over stdio.
+    ///
+    /// What an agent's MCP configuration launches: one session on stdin and stdout until
+    /// the client closes it; logs go to stderr. `memdedup serve` offers the same tools over
+    /// streamable HTTP at /mcp. See docs/AGENTS.md.
+    Mcp,
     /// Work on an agent playbook (JSON with sections of key points).
     Playbook {
         #[command(subcommand)]

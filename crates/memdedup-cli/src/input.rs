@@ -280,20 +280,7 @@ fn item_from_value(value: Value, place: &str) -> Result<CollectionItem> {
 /// exactly those three parts, each valid (no `..`, empty or extra segments), and the id
 /// is plain decimal digits.
 pub(crate) fn parse_memory_id(raw: &str) -> Result<(MemoryId, Option<Scope>)> {
-    let bad = || UsageError(format!("`{raw}` is not a memory id or memdedup:// URN"));
-    let digits_only = |s: &str| -> Result<MemoryId, UsageError> {
-        if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(bad());
-        }
-        s.parse().map_err(|_| bad())
-    };
-    let Some(rest) = raw.strip_prefix("memdedup://") else { return Ok((digits_only(raw)?, None)) };
-    let parts: Vec<&str> = rest.split('/').collect();
-    let [domain, namespace, id] = parts[..] else {
-        return Err(UsageError(format!("`{raw}` is not a memdedup://DOMAIN/NAMESPACE/ID URN")).into());
-    };
-    let scope = Scope::new(domain, namespace).map_err(|e| UsageError(format!("`{raw}` is not a valid URN: {e}")))?;
-    Ok((digits_only(id)?, Some(scope)))
+    memdedup::crates::store::parse_memory_ref(raw).map_err(|e| UsageError(e).into())
 }
 
 /// Reads a local judge's parameter file (JSON, as `cargo xtask fit-judge` writes it);

@@ -15,6 +15,7 @@ mod facts_cmd;
 mod input;
 mod judging;
 mod labelled;
+mod mcp_cmd;
 mod memory_cmd;
 mod merges_cmd;
 mod open;
@@ -57,6 +58,7 @@ fn main() -> ExitCode {
             Command::Eval(args) => eval_cmd::run(&cli.global, args).await,
             Command::Calibrate(args) => calibrate_cmd::run(&cli.global, args).await,
             Command::Serve(args) => serve_cmd::run(&cli.global, args).await,
+            Command::Mcp => mcp_cmd::run(&cli.global).await,
             Command::Similarity(args) => similarity_cmd::run(&cli.global, args).await,
             Command::Check(args) => memory_cmd::check(&cli.global, args).await,
             Command::Add(args) => memory_cmd::add(&cli.global, args).await,
@@ -106,6 +108,13 @@ fn init_logging(quiet: bool, verbose: u8) {
         (false, _) => "debug",
     };
     let filter = EnvFilter::try_from_env("MEMDEDUP_LOG").unwrap_or_else(|_| EnvFilter::new(default));
+    // The MCP SDK logs whole requests (memory text) at debug level: it stays at warn
+    // unless MEMDEDUP_LOG names it.
+    let named_rmcp = std::env::var("MEMDEDUP_LOG").is_ok_and(|value| value.contains("rmcp"));
+    let filter = match "rmcp=warn".parse() {
+        Ok(directive) if !named_rmcp => filter.add_directive(directive),
+        _ => filter,
+    };
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -4,9 +4,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
+use dedup_mcp::CancellationToken;
 use dedup_server::{AppState, ServerConfig};
 use memdedup::crates::llm::ChatModel;
-use memdedup::{ConfigFile, Embedder, EmbedderSettings, JudgeOverrides};
+use memdedup::{ConfigFile, DeduplicationService, Embedder, EmbedderSettings, JudgeOverrides};
 
 use crate::UsageError;
 use crate::cli::{GlobalArgs, ServeArgs};
@@ -40,6 +41,14 @@ pub(crate) async fn run(global: &GlobalArgs, args: &ServeArgs) -> Result<()> {
     let chat = chat_model(global, &config)?;
     let store = open_store(global, &config).await?;
     let metrics = dedup_server::install_prometheus();
+    let any_host = !server.tokens.is_empty();
+    // The MCP tools share the store and the (batching) embedder with the REST routes.
+    let dedup = config.dedup_config().map_err(|e| UsageError(e.to_string()))?;
+    let service = match &embedder {
+        Some(embedder) => DeduplicationService::new(store.clone(), embedder.clone(), dedup),
+        None => DeduplicationService::without_embeddings(store.clone(), dedup),
+    };
+    let mcp = crate::mcp_cmd::context(global, &config, Arc::new(service.connect_recent_cache().await))?;
     let mut state = AppState::new(store, embedder, server, metrics).with_pair_judge(pair_judge);
     if let Some(chat) = chat {
         state = state.with_chat_model(chat);
@@ -69,7 +78,16 @@ pub(crate) async fn run(global: &GlobalArgs, args: &ServeArgs) -> Result<()> {
     }
     // Tests and scripts read this line to learn the port of `--addr 127.0.0.1:0`.
     eprintln!("memdedup: listening on http://{local} (backend {})", state.store().backend());
-    dedup_server::serve(listener, state, dedup_server::shutdown_signal()).await?;
+    // Stopping ends the MCP sessions too, so a graceful shutdown does not wait for their
+    // event streams.
+    let sessions = CancellationToken::new();
+    let mcp = dedup_mcp::http_service(Arc::new(mcp), sessions.clone(), any_host);
+    let app = dedup_server::router_with(state.clone(), axum::Router::new().nest_service("/mcp", mcp));
+    let shutdown = async move {
+        dedup_server::shutdown_signal().await;
+        sessions.cancel();
+    };
+    dedup_server::serve_app(listener, app, state, shutdown).await?;
     eprintln!("memdedup: stopped");
     Ok(())
 }

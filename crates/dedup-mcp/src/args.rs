@@ -1,0 +1,249 @@
+//! The tools' arguments. Their JSON Schemas (what the model sees) come from these types;
+//! the doc comments are the descriptions. Unknown members are refused, so a misspelt
+//! argument is an error rather than a silent default.
+
+use memdedup::crates::core::FactCategory;
+use memdedup::crates::store::MAX_CONTENT_BYTES;
+use memdedup::{DEFAULT_DOMAIN, Scope};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use crate::reply::ToolError;
+
+/// Where a memory lives: a namespace (`decisions`, `learnings`, …) in a domain.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ScopeArgs {
+    /// The namespace: 1 to 64 of `A-Z a-z 0-9 _ - .`, starting with a letter or digit
+    /// (default `default`). Memories are only ever compared within one namespace.
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// The domain (default `global`).
+    #[serde(default)]
+    pub domain: Option<String>,
+}
+
+impl ScopeArgs {
+    pub(crate) fn scope(&self) -> Result<Scope, ToolError> {
+        Scope::new(
+            self.domain.as_deref().unwrap_or(DEFAULT_DOMAIN),
+            self.namespace.as_deref().unwrap_or(memdedup::DEFAULT_NAMESPACE),
+        )
+        .map_err(|e| ToolError::InvalidArgument(e.to_string()))
+    }
+}
+
+/// Arguments of `memory_check`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryCheckArgs {
+    /// The text of the memory you are about to store.
+    pub content: String,
+    /// The namespace to compare with (default `default`).
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// The domain (default `global`).
+    #[serde(default)]
+    pub domain: Option<String>,
+}
+
+/// Arguments of `memory_add`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryAddArgs {
+    /// The memory: one self-contained statement (a decision, lesson, pattern, preference or fact).
+    pub content: String,
+    /// The namespace to store it in (default `default`).
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// The domain (default `global`).
+    #[serde(default)]
+    pub domain: Option<String>,
+    /// What kind of memory it is (default `memory`): 1 to 64 of `A-Z a-z 0-9 _ - . :`.
+    #[serde(default)]
+    pub kind: Option<String>,
+    /// A short title.
+    #[serde(default)]
+    pub title: Option<String>,
+}
+
+/// Arguments of `memory_search`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemorySearchArgs {
+    /// What to recall, in words.
+    pub query: String,
+    /// The namespace to search (default `default`).
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// The domain (default `global`).
+    #[serde(default)]
+    pub domain: Option<String>,
+    /// How many memories to return, 1 to 50 (default 5), most similar first.
+    #[serde(default)]
+    pub limit: Option<u32>,
+}
+
+/// Arguments of `memory_get`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryGetArgs {
+    /// The memory's id (`42`) or URN (`memdedup://global/decisions/42`). A memory merged
+    /// into another leads to the one it was merged into.
+    pub id: String,
+}
+
+/// Arguments of `dedup_scan` and `dedup_run`.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DedupArgs {
+    /// The namespace to deduplicate (default `default`).
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// The domain (default `global`).
+    #[serde(default)]
+    pub domain: Option<String>,
+    /// Every namespace (that the caller may use) instead of one.
+    #[serde(default)]
+    pub all_namespaces: bool,
+    /// At most this many unverified memories are judged (default: all), 1 to 100000.
+    #[serde(default)]
+    pub limit: Option<u32>,
+}
+
+/// Arguments of `merges_list`.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MergesListArgs {
+    /// Only merges in this namespace.
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// Only merges in this domain.
+    #[serde(default)]
+    pub domain: Option<String>,
+    /// Only merges of this dedup run (the `run_id` that `dedup_run` returned).
+    #[serde(default)]
+    pub run_id: Option<String>,
+    /// Also list merges that were undone.
+    #[serde(default)]
+    pub include_undone: bool,
+    /// At most this many, the most recent (default 50, at most 500).
+    #[serde(default)]
+    pub limit: Option<u32>,
+}
+
+/// Arguments of `merge_undo`: exactly one of `merge_id` and `run_id`.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MergeUndoArgs {
+    /// The merge to undo (an `id` from `merges_list` or `dedup_run`).
+    #[serde(default)]
+    pub merge_id: Option<i64>,
+    /// Undo every merge of this dedup run.
+    #[serde(default)]
+    pub run_id: Option<String>,
+    /// Let a later dedup run merge the restored memories again (default: never again).
+    #[serde(default)]
+    pub allow_remerge: bool,
+}
+
+/// Arguments of `facts_add`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FactsAddArgs {
+    /// The fact about the user, one short sentence ("Prefers dark mode").
+    pub content: String,
+    /// What the fact is about.
+    #[schemars(with = "FactCategoryName")]
+    pub category: FactCategory,
+    /// How sure you are, 0 to 1; facts below the server's threshold (0.7 by default) are not stored.
+    pub confidence: f64,
+    /// The namespace (default `default`).
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// The domain (default `global`).
+    #[serde(default)]
+    pub domain: Option<String>,
+    /// Where the fact came from (a conversation id, a file).
+    #[serde(default)]
+    pub source: Option<String>,
+}
+
+/// The categories of a fact, as the schema names them.
+#[derive(JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[allow(dead_code)] // only its schema is used
+enum FactCategoryName {
+    /// Something the user likes or wants done a certain way.
+    Preference,
+    /// Something the user knows or that is known about their world.
+    Knowledge,
+    /// The user's situation: role, project, environment.
+    Context,
+    /// How the user tends to act.
+    Behavior,
+    /// What the user is trying to achieve.
+    Goal,
+    /// A correction of something the agent got wrong.
+    Correction,
+}
+
+/// Arguments of `facts_context`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FactsContextArgs {
+    /// The namespace (default `default`).
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// The domain (default `global`).
+    #[serde(default)]
+    pub domain: Option<String>,
+    /// The token budget (cl100k_base tokens), 1 to 1000000 (default 2000).
+    #[serde(default)]
+    pub max_tokens: Option<u32>,
+}
+
+/// Arguments of `facts_extract`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FactsExtractArgs {
+    /// What the user said in the turn.
+    pub user: String,
+    /// What the assistant answered.
+    pub assistant: String,
+    /// The namespace to store the facts in (default `default`).
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// The domain (default `global`).
+    #[serde(default)]
+    pub domain: Option<String>,
+    /// Only say which facts would be stored.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+/// `text` as a memory text: not blank, at most 1 MiB. `what` names the argument.
+pub(crate) fn text_arg(what: &str, text: &str) -> Result<(), ToolError> {
+    if text.trim().is_empty() {
+        return Err(ToolError::InvalidArgument(format!("`{what}` is empty")));
+    }
+    if text.len() > MAX_CONTENT_BYTES {
+        return Err(ToolError::InvalidArgument(format!(
+            "`{what}` is {} bytes, over the limit of {MAX_CONTENT_BYTES} bytes (1 MiB)",
+            text.len()
+        )));
+    }
+    if text.contains('\0') {
+        return Err(ToolError::InvalidArgument(format!("`{what}` contains a NUL character")));
+    }
+    Ok(())
+}
+
+/// `value` within `range`, or an error naming the argument.
+pub(crate) fn in_range(what: &str, value: u32, range: std::ops::RangeInclusive<u32>) -> Result<usize, ToolError> {
+    if range.contains(&value) {
+        Ok(value as usize)
+    } else {
+        Err(ToolError::InvalidArgument(format!("`{what}` is {value}, outside {} to {}", range.start(), range.end())))
+    }
+}

@@ -1,0 +1,286 @@
+//! The MCP server: the tool router, the server's self-description, and its transports.
+
+use std::sync::Arc;
+
+use rmcp::RoleServer;
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{CallToolResult, Implementation, ServerCapabilities, ServerConfig};
+use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ServerHandler, ServiceExt, tool, tool_handler, tool_router};
+use tokio_util::sync::CancellationToken;
+
+use crate::access::Access;
+use crate::args::{
+    DedupArgs, FactsAddArgs, FactsContextArgs, FactsExtractArgs, MemoryAddArgs, MemoryCheckArgs, MemoryGetArgs,
+    MemorySearchArgs, MergeUndoArgs, MergesListArgs,
+};
+use crate::context::McpContext;
+use crate::reply::into_call_result;
+use crate::{memory_tools, ops_tools};
+
+/// Most memories `memory_search` returns.
+pub const MAX_SEARCH_RESULTS: u32 = 50;
+
+/// Every tool's name, in the order they are listed (`facts_extract` only with a chat model).
+pub const TOOL_NAMES: [&str; 11] = [
+    "memory_check",
+    "memory_add",
+    "memory_search",
+    "memory_get",
+    "dedup_scan",
+    "dedup_run",
+    "merges_list",
+    "merge_undo",
+    "facts_add",
+    "facts_context",
+    "facts_extract",
+];
+
+/// What the server tells the model about itself at initialisation.
+const INSTRUCTIONS: &str = "memdedup keeps this agent's long-term memory free of duplicates. \
+To remember something, call memory_add: it stores the memory unless the namespace already holds it \
+(same text, a paraphrase, or one captured moments ago) and says which memory it duplicates and why. \
+Call memory_check first only to ask without storing. Use one namespace per kind of memory \
+(decisions, learnings, patterns, preferences). Recall with memory_search; open a URN with memory_get. \
+dedup_scan proposes merges of conceptual duplicates already stored (nothing is written); dedup_run \
+merges them, and merge_undo restores any merge exactly. facts_add and facts_context keep short facts \
+about the user and the prompt text made of them.";
+
+/// One MCP server session over a shared [`McpContext`]. Cheap to clone.
+#[derive(Clone)]
+pub struct MemdedupMcp {
+    context: Arc<McpContext>,
+    tool_router: ToolRouter<MemdedupMcp>,
+}
+
+impl std::fmt::Debug for MemdedupMcp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemdedupMcp").field("context", &self.context).finish_non_exhaustive()
+    }
+}
+
+#[tool_router]
+impl MemdedupMcp {
+    /// A server over `context`; `facts_extract` is listed only when it has a chat model.
+    pub fn new(context: Arc<McpContext>) -> MemdedupMcp {
+        let mut tool_router = MemdedupMcp::tool_router();
+        if !context.has_chat_model() {
+            tool_router.remove_route("facts_extract");
+        }
+        MemdedupMcp { context, tool_router }
+    }
+
+    #[tool(
+        name = "memory_check",
+        description = "Ask whether a memory is already stored, without storing it. Compares the text with the \
+                       namespace's memories: exact match (same normalised text), then semantic similarity with the \
+                       local model (and the pair judge, which keeps apart refinements and opposites such as \
+                       always/never), then memories captured in the last minutes. Returns is_duplicate, the verdict \
+                       (duplicate, related or unique), the matched memory's URN, the similarity and the reasons.",
+        annotations(read_only_hint = true, open_world_hint = false)
+    )]
+    async fn memory_check(
+        &self,
+        Parameters(args): Parameters<MemoryCheckArgs>,
+        request: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        into_call_result(memory_tools::check(&self.context, &Access::of(&request), args).await)
+    }
+
+    #[tool(
+        name = "memory_add",
+        description = "Store a memory unless it duplicates one already stored in its namespace. The usual way to \
+                       remember something: one call checks and stores. Returns stored (the new URN) or, when not \
+                       stored, the duplicate's URN with the evidence (exact match, semantic similarity with its \
+                       score, or a recent capture). A close but different memory (a refinement, an opposite) is \
+                       stored and reported as related.",
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn memory_add(
+        &self,
+        Parameters(args): Parameters<MemoryAddArgs>,
+        request: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        into_call_result(memory_tools::add(&self.context, &Access::of(&request), args).await)
+    }
+
+    #[tool(
+        name = "memory_search",
+        description = "Recall: the stored memories of a namespace most similar to a query, best first, with their \
+                       URNs, cosine similarity and text. Merged-away memories are not returned.",
+        annotations(read_only_hint = true, open_world_hint = false)
+    )]
+    async fn memory_search(
+        &self,
+        Parameters(args): Parameters<MemorySearchArgs>,
+        request: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        into_call_result(memory_tools::search(&self.context, &Access::of(&request), args).await)
+    }
+
+    #[tool(
+        name = "memory_get",
+        description = "One memory by id or URN, with all its fields. A memory that was merged into another leads to \
+                       the one it was merged into; `merged_from` lists the URNs followed on the way.",
+        annotations(read_only_hint = true, open_world_hint = false)
+    )]
+    async fn memory_get(
+        &self,
+        Parameters(args): Parameters<MemoryGetArgs>,
+        request: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        into_call_result(memory_tools::get(&self.context, &Access::of(&request), args).await)
+    }
+
+    #[tool(
+        name = "dedup_scan",
+        description = "Dry run of assisted dedup: find conceptual duplicates already stored in a namespace (similar \
+                       memories, confirmed by the judge) and propose merges, writing nothing. Each proposal names \
+                       the surviving memory, the ones it would absorb, the merged text and the judge's reason.",
+        annotations(read_only_hint = true, open_world_hint = false)
+    )]
+    async fn dedup_scan(
+        &self,
+        Parameters(args): Parameters<DedupArgs>,
+        request: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        into_call_result(ops_tools::dedup(&self.context, &Access::of(&request), args, true).await)
+    }
+
+    #[tool(
+        name = "dedup_run",
+        description = "Assisted dedup for real: merge the conceptual duplicates of a namespace that the judge \
+                       confirms into one surviving memory each, in one transaction per group. Every merge is logged \
+                       and can be undone exactly with merge_undo (by merge id or by the returned run_id).",
+        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = false)
+    )]
+    async fn dedup_run(
+        &self,
+        Parameters(args): Parameters<DedupArgs>,
+        request: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        into_call_result(ops_tools::dedup(&self.context, &Access::of(&request), args, false).await)
+    }
+
+    #[tool(
+        name = "merges_list",
+        description = "The merge ledger: merges made by dedup runs, most recent last, with survivor, absorbed \
+                       memories, merged text, judge, confidence and whether they were undone.",
+        annotations(read_only_hint = true, open_world_hint = false)
+    )]
+    async fn merges_list(
+        &self,
+        Parameters(args): Parameters<MergesListArgs>,
+        request: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        into_call_result(ops_tools::merges(&self.context, &Access::of(&request), args).await)
+    }
+
+    #[tool(
+        name = "merge_undo",
+        description = "Undo a merge (merge_id) or every merge of a dedup run (run_id): restore every memory it \
+                       changed exactly as it was, and keep those memories from being merged again unless \
+                       allow_remerge is true.",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
+    async fn merge_undo(
+        &self,
+        Parameters(args): Parameters<MergeUndoArgs>,
+        request: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        into_call_result(ops_tools::undo(&self.context, &Access::of(&request), args).await)
+    }
+
+    #[tool(
+        name = "facts_add",
+        description = "Remember a short fact about the user (a preference, their context, a goal, a correction). \
+                       Skipped when the namespace holds the same fact (ignoring case), when the confidence is below \
+                       the threshold, or when the namespace is full of more confident facts; otherwise stored, \
+                       evicting the least confident fact if the namespace is full.",
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn facts_add(
+        &self,
+        Parameters(args): Parameters<FactsAddArgs>,
+        request: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        into_call_result(ops_tools::facts_add(&self.context, &Access::of(&request), args).await)
+    }
+
+    #[tool(
+        name = "facts_context",
+        description = "The prompt text made of the user's profile and facts in a namespace, within a token budget: \
+                       what to put in a system prompt so the assistant remembers the user.",
+        annotations(read_only_hint = true, open_world_hint = false)
+    )]
+    async fn facts_context(
+        &self,
+        Parameters(args): Parameters<FactsContextArgs>,
+        request: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        into_call_result(ops_tools::facts_context(&self.context, &Access::of(&request), args).await)
+    }
+
+    #[tool(
+        name = "facts_extract",
+        description = "Ask the configured language model for the facts about the user in one conversation turn, \
+                       and store the confident ones as facts_add would (dry_run: only say which). Facts already \
+                       known are skipped.",
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = true)
+    )]
+    async fn facts_extract(
+        &self,
+        Parameters(args): Parameters<FactsExtractArgs>,
+        request: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        into_call_result(ops_tools::facts_extract(&self.context, &Access::of(&request), args).await)
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for MemdedupMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("memdedup", env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS)
+    }
+}
+
+/// Serves one MCP session over stdin and stdout until the client closes it. Logs go to
+/// stderr; nothing else may write to stdout meanwhile.
+pub async fn serve_stdio(context: Arc<McpContext>) -> Result<(), std::io::Error> {
+    let running = MemdedupMcp::new(context)
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| std::io::Error::other(format!("cannot start the MCP session: {e}")))?;
+    running.waiting().await.map_err(|e| std::io::Error::other(format!("the MCP session failed: {e}")))?;
+    Ok(())
+}
+
+/// The streamable HTTP transport as a tower service, to mount at `/mcp` behind the
+/// server's authentication. Sessions live in this process; `shutdown` ends them (and their
+/// event streams) so a graceful shutdown does not wait for clients to hang up.
+///
+/// With `any_host` false only `Host: localhost`, `127.0.0.1` or `::1` is served (what a
+/// server without tokens, which may only listen on loopback, should accept: it keeps web
+/// pages from reaching it through DNS rebinding); with true any host is (a server with
+/// bearer tokens, which guard the route instead).
+pub fn http_service(
+    context: Arc<McpContext>,
+    shutdown: CancellationToken,
+    any_host: bool,
+) -> StreamableHttpService<MemdedupMcp, LocalSessionManager> {
+    let mut config = StreamableHttpServerConfig::default().with_cancellation_token(shutdown);
+    if any_host {
+        config = config.disable_allowed_hosts();
+    }
+    StreamableHttpService::new(move || Ok(MemdedupMcp::new(context.clone())), Arc::default(), config)
+}

@@ -1,0 +1,61 @@
+//! `memdedup mcp`: the MCP server over stdio, and the context `serve` mounts at `/mcp`.
+
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use dedup_mcp::McpContext;
+use memdedup::{ConfigFile, DedupOptions, DeduplicationService, Judge, JudgeKind, JudgeOverrides, LocalBatchJudge};
+
+use crate::UsageError;
+use crate::cli::{GlobalArgs, PairJudgeArgs};
+use crate::open::open_service;
+
+/// Serves one MCP session on stdin/stdout until the client closes it.
+pub(crate) async fn run(global: &GlobalArgs) -> Result<()> {
+    let config = crate::open::config_file(global)?;
+    let service = open_service(global, &PairJudgeArgs::default()).await?;
+    let context = Arc::new(context(global, &config, Arc::new(service))?);
+    tracing::info!(
+        backend = context.service().store().backend(),
+        facts_extract = context.has_chat_model(),
+        "MCP server on stdio"
+    );
+    let served = dedup_mcp::serve_stdio(context.clone()).await.context("the MCP server on stdio stopped");
+    context.service().store().close().await;
+    served
+}
+
+/// The tools' context over `service`: assisted dedup asks the configured judge (`[judge]`,
+/// `MEMDEDUP_JUDGE*`), or the offline local judge when none is chosen; `facts_extract` is
+/// offered when that judge is a language model that can be reached.
+pub(crate) fn context(
+    global: &GlobalArgs,
+    config: &ConfigFile,
+    service: Arc<DeduplicationService>,
+) -> Result<McpContext> {
+    let mut context = McpContext::new(service);
+    let chosen = config.judge_settings_if_chosen(&JudgeOverrides::default()).map_err(|e| UsageError(e.to_string()))?;
+    let judge: Arc<dyn Judge> = match &chosen {
+        Some(settings) => settings.build().map_err(|e| UsageError(e.to_string()))?,
+        None => Arc::new(LocalBatchJudge::builtin()),
+    };
+    let mut options = DedupOptions::default();
+    if let Some(hint) = judge.default_min_confidence() {
+        options.rules.min_confidence_hint = hint;
+    }
+    config.apply_assist_options(&mut options).map_err(|e| UsageError(e.to_string()))?;
+    options.validate().map_err(|e| UsageError(format!("{}: {e}", config.origin_name())))?;
+    context = context.with_judge(judge, options);
+    if let Some(settings) = chosen.filter(|s| s.kind != JudgeKind::Local) {
+        match settings.chat_model() {
+            Ok(chat) => context = context.with_chat_model(chat),
+            Err(error) => {
+                tracing::warn!("facts_extract is off: {error}");
+                if !global.quiet {
+                    eprintln!("warning: facts_extract is off: {error}");
+                }
+            }
+        }
+    }
+    Ok(context)
+}
