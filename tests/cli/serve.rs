@@ -43,7 +43,7 @@ const DECISION: &str = "We decided to use PostgreSQL as the primary database for
 const DECISION_PARAPHRASE: &str = "We decided to use PostgreSQL as the main database for the billing service.";
 
 /// A running `memdedup serve` process; stopped with SIGTERM when dropped.
-struct Server {
+pub(crate) struct Server {
     child: Option<Child>,
     /// `http://127.0.0.1:PORT` (also for a server listening on 0.0.0.0).
     base_url: String,
@@ -54,7 +54,7 @@ struct Server {
 impl Server {
     /// Runs `memdedup ARGS…` (which must include `serve --addr IP:0` or a config with
     /// port 0) with `envs` set, and waits for the listening line.
-    fn start(args: &[&str], envs: &[(&str, &str)]) -> Server {
+    pub(crate) fn start(args: &[&str], envs: &[(&str, &str)]) -> Server {
         let binary = assert_cmd::cargo::cargo_bin("memdedup");
         let mut cmd = Command::new(&binary);
         for name in SERVER_CLEARED_ENV_VARS {
@@ -107,7 +107,7 @@ impl Server {
         }
     }
 
-    fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base_url)
     }
 
@@ -123,7 +123,7 @@ impl Server {
     }
 
     /// Sends `signal` and waits for the process to exit: its status and all its stderr.
-    fn stop(mut self, signal: &str) -> (ExitStatus, String) {
+    pub(crate) fn stop(mut self, signal: &str) -> (ExitStatus, String) {
         self.signal(signal);
         self.wait_exit()
     }

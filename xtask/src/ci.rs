@@ -29,7 +29,8 @@ struct TestCounts {
 /// Runs fmt, clippy, fetch-model, test, tidy, rustdoc and cargo-deny; prints a header and
 /// the elapsed time per step. The test step alone gets `DATABASE_URL` and `REDIS_URL` of
 /// a disposable Postgres and redis-server (see [`crate::services`]) unless the
-/// environment sets them.
+/// environment sets them, and `MEMDEDUP_MCP_PYTHON` of the Python MCP SDK's virtualenv
+/// (see [`crate::mcp_python`]).
 pub fn run(root: &Path) -> Result<()> {
     type Step<'a> = (&'a str, Box<dyn Fn() -> Result<Outcome> + 'a>);
     let totals = std::cell::Cell::new(TestCounts::default());
@@ -47,7 +48,13 @@ pub fn run(root: &Path) -> Result<()> {
             Box::new(|| {
                 // Postgres and Redis for the tests; stopped when `services` drops, pass or fail.
                 let services = crate::services::start()?;
-                let counts = cargo_test(root, services.env())?;
+                let mut env = services.env().to_vec();
+                // The Python MCP SDK for the second-client tests, unless the caller chose one.
+                if std::env::var_os(crate::mcp_python::PYTHON_ENV_VAR).is_none() {
+                    let python = crate::mcp_python::ensure()?;
+                    env.push((crate::mcp_python::PYTHON_ENV_VAR, python.display().to_string()));
+                }
+                let counts = cargo_test(root, &env)?;
                 drop(services);
                 totals.set(counts);
                 Ok(Outcome::Passed)

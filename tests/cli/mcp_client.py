@@ -1,0 +1,92 @@
+"""A second, independent MCP client for memdedup: the official Python SDK (`mcp` on PyPI).
+
+Usage:
+    mcp_client.py stdio MEMDEDUP_BIN DB
+    mcp_client.py http URL TOKEN
+
+Drives initialize, list tools, and a check -> add -> duplicate -> search -> dedup_run ->
+undo round trip, and prints one JSON object with what it saw; tests/cli/mcp_python.rs
+asserts on it. Any exception is printed as {"error": ...} with exit code 1.
+"""
+
+import asyncio
+import json
+import sys
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+NAMESPACE = "lessons"
+FIRST = "Update the project documentation after every change to the code."
+# Cosine 0.94 to FIRST: a semantic duplicate at the default threshold (0.90).
+PARAPHRASE = "After changing any code, bring the project documentation up to date."
+# Cosine 0.64 to FIRST: stored by memory_add, merged by dedup_run's local judge.
+RESTATED = "Keep the documentation current whenever the code is modified by anyone."
+
+
+def call_summary(result):
+    """What a tool call returned: the error flag, the text and the structured content."""
+    text = "".join(block.text for block in result.content if getattr(block, "type", "") == "text")
+    return {"is_error": bool(result.is_error), "text": text, "structured": result.structured_content}
+
+
+async def round_trip(session):
+    out = {}
+    init = await session.initialize()
+    out["server_name"] = init.server_info.name
+    out["protocol_version"] = init.protocol_version
+    tools = await session.list_tools()
+    out["tools"] = sorted(tool.name for tool in tools.tools)
+    out["add_schema"] = next(t.input_schema for t in tools.tools if t.name == "memory_add")
+
+    async def call(name, arguments):
+        return call_summary(await session.call_tool(name, arguments))
+
+    out["check"] = await call("memory_check", {"content": FIRST, "namespace": NAMESPACE})
+    out["add"] = await call("memory_add", {"content": FIRST, "namespace": NAMESPACE})
+    out["duplicate"] = await call("memory_add", {"content": FIRST, "namespace": NAMESPACE})
+    out["add_paraphrase"] = await call("memory_add", {"content": PARAPHRASE, "namespace": NAMESPACE})
+    out["add_restated"] = await call("memory_add", {"content": RESTATED, "namespace": NAMESPACE})
+    out["search"] = await call("memory_search", {"query": "keep the documentation current", "namespace": NAMESPACE})
+    out["bad_type"] = await call("memory_check", {"content": 5, "namespace": NAMESPACE})
+    out["dedup_run"] = await call("dedup_run", {"namespace": NAMESPACE})
+    run_id = (out["dedup_run"]["structured"] or {}).get("run_id")
+    out["undo"] = await call("merge_undo", {"run_id": run_id}) if run_id else None
+    out["search_after_undo"] = await call("memory_search", {"query": "documentation", "namespace": NAMESPACE})
+    return out
+
+
+async def over_stdio(binary, db):
+    params = StdioServerParameters(command=binary, args=["--db", db, "mcp"])
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            return await round_trip(session)
+
+
+async def over_http(url, token):
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+    async with http, streamable_http_client(url, http_client=http, terminate_on_close=False) as (read, write, *_):
+        async with ClientSession(read, write) as session:
+            return await round_trip(session)
+
+
+def main():
+    try:
+        if len(sys.argv) == 4 and sys.argv[1] == "stdio":
+            out = asyncio.run(over_stdio(sys.argv[2], sys.argv[3]))
+        elif len(sys.argv) == 4 and sys.argv[1] == "http":
+            out = asyncio.run(over_http(sys.argv[2], sys.argv[3]))
+        else:
+            print(json.dumps({"error": "usage: mcp_client.py stdio BIN DB | http URL TOKEN"}))
+            return 2
+    except BaseException as error:  # noqa: BLE001 - report everything, including exception groups
+        print(json.dumps({"error": f"{type(error).__name__}: {error!r}"}))
+        return 1
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,139 @@
+//! The MCP server driven by a second, independent client: the official Python SDK (`mcp`
+//! from PyPI, installed by `cargo xtask mcp-python`, which `cargo xtask ci` runs), over
+//! stdio and over streamable HTTP at `/mcp`. The client script is tests/cli/mcp_client.py.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::serve::Server;
+use crate::support::{sqlite_db, temp_file};
+
+/// The tools listed without a chat model.
+const TOOLS: [&str; 10] = [
+    "dedup_run",
+    "dedup_scan",
+    "facts_add",
+    "facts_context",
+    "memory_add",
+    "memory_check",
+    "memory_get",
+    "memory_search",
+    "merge_undo",
+    "merges_list",
+];
+
+/// The venv's python: `$MEMDEDUP_MCP_PYTHON`, else the default venv of `cargo xtask mcp-python`.
+fn python() -> PathBuf {
+    let python = match std::env::var_os("MEMDEDUP_MCP_PYTHON").filter(|v| !v.is_empty()) {
+        Some(path) => PathBuf::from(path),
+        None => {
+            let cache = std::env::var_os("XDG_CACHE_HOME")
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")))
+                .expect("HOME or XDG_CACHE_HOME is set");
+            cache.join("memdedup/mcp-python/bin/python")
+        }
+    };
+    assert!(
+        python.is_file(),
+        "{} does not exist: run `cargo xtask mcp-python` (cargo xtask ci does) or set MEMDEDUP_MCP_PYTHON",
+        python.display()
+    );
+    python
+}
+
+fn client_script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/cli/mcp_client.py")
+}
+
+/// Runs the client script with `args` and parses what it printed.
+fn run_client(args: &[&str]) -> Value {
+    let output = Command::new(python())
+        .arg(client_script())
+        .args(args)
+        .env_remove("MEMDEDUP_LOG")
+        .env_remove("MEMDEDUP_JUDGE")
+        .env_remove("MEMDEDUP_CONFIG")
+        .env_remove("DATABASE_URL")
+        .current_dir(std::env::temp_dir())
+        .output()
+        .expect("the python client runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "the python client failed ({}):\n{stdout}\n{stderr}", output.status);
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("the client printed no JSON ({e}):\n{stdout}"))
+}
+
+/// What every transport must show: the tools, then check → add → duplicate → search →
+/// dedup_run → undo.
+fn assert_round_trip(out: &Value) {
+    assert_eq!(out["server_name"], "memdedup", "{out}");
+    let tools: Vec<&str> = out["tools"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect();
+    assert_eq!(tools, TOOLS, "no facts_extract without a chat model");
+    assert_eq!(out["add_schema"]["required"], serde_json::json!(["content"]), "{}", out["add_schema"]);
+    assert_eq!(out["add_schema"]["additionalProperties"], false, "{}", out["add_schema"]);
+
+    let ok = |step: &str| -> &Value {
+        let call = &out[step];
+        assert_eq!(call["is_error"], false, "{step}: {call}");
+        &call["structured"]
+    };
+    assert_eq!(ok("check")["is_duplicate"], false);
+    let first = ok("add")["urn"].as_str().expect("the first memory is stored").to_owned();
+    assert!(first.starts_with("memdedup://global/lessons/"), "{first}");
+    let duplicate = ok("duplicate");
+    assert_eq!((&duplicate["stored"], &duplicate["check"]["reason"]), (&Value::Null, &"ExactMatch".into()));
+    assert_eq!(duplicate["check"]["matched_urn"], first.as_str());
+    let paraphrase = ok("add_paraphrase");
+    assert_eq!(paraphrase["stored"], Value::Null, "{paraphrase}");
+    assert_eq!(paraphrase["check"]["reason"], "SemanticSimilar", "{paraphrase}");
+    assert_eq!(paraphrase["check"]["matched_urn"], first.as_str());
+    assert!(out["add_paraphrase"]["text"].as_str().unwrap().contains("semantically similar"), "{paraphrase}");
+    let restated = ok("add_restated")["urn"].as_str().expect("the restatement is stored").to_owned();
+
+    let found: Vec<&str> =
+        ok("search")["results"].as_array().unwrap().iter().map(|r| r["urn"].as_str().unwrap()).collect();
+    assert_eq!(found.len(), 2, "the two stored memories, not the skipped duplicates: {found:?}");
+    assert!(found.contains(&first.as_str()) && found.contains(&restated.as_str()), "{found:?}");
+
+    let bad = &out["bad_type"];
+    assert_eq!(bad["is_error"], true, "{bad}");
+    assert!(bad["text"].as_str().unwrap().contains("expected a string"), "{bad}");
+
+    let run = ok("dedup_run");
+    assert_eq!((run["merged"].as_u64(), run["absorbed"].as_u64()), (Some(1), Some(1)), "{run}");
+    let undone = ok("undo");
+    assert_eq!(undone["undone"].as_array().map(Vec::len), Some(1), "{undone}");
+    let after: Vec<&str> =
+        ok("search_after_undo")["results"].as_array().unwrap().iter().map(|r| r["urn"].as_str().unwrap()).collect();
+    assert_eq!(after.len(), 2, "both memories are live again after the undo: {after:?}");
+}
+
+#[test]
+fn python_sdk_client_round_trip_over_stdio() {
+    let (_dir, db) = sqlite_db();
+    let binary = assert_cmd::cargo::cargo_bin("memdedup");
+    let out = run_client(&["stdio", binary.to_str().unwrap(), &db]);
+    assert_round_trip(&out);
+}
+
+#[test]
+fn python_sdk_client_round_trip_over_http_with_a_token() {
+    let (_dir, db) = sqlite_db();
+    let (_config_dir, config) = temp_file(
+        "memdedup.toml",
+        b"[server]\naddr = \"127.0.0.1:0\"\n\n[[server.tokens]]\ntoken = \"python-client-token-1\"\n",
+    );
+    let server = Server::start(&["--config", config.to_str().unwrap(), "--db", &db, "serve"], &[]);
+    let url = server.url("/mcp");
+    let out = run_client(&["http", &url, "python-client-token-1"]);
+    assert_round_trip(&out);
+    let (status, stderr) = server.stop("TERM");
+    assert!(status.success(), "the server stops cleanly with MCP sessions open: {status}\n{stderr}");
+    for text in ["Update the project documentation", "Keep the documentation current"] {
+        assert!(!stderr.contains(text), "memory text in the server's log:\n{stderr}");
+    }
+}
