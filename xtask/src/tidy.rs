@@ -25,7 +25,7 @@ const HEAVY_FORBIDDEN: [(&str, &str); 2] = [
 const ANYHOW_ALLOWED: [&str; 2] = ["memdedup-cli", "xtask"];
 
 /// For each crate, the only memdedup crates it may depend on (directly or not).
-const INTERNAL_DEPS_ALLOWED: [(&str, &[&str]); 8] = [
+const INTERNAL_DEPS_ALLOWED: [(&str, &[&str]); 9] = [
     ("dedup-core", &[]),
     ("dedup-embed", &["dedup-core"]),
     ("dedup-store", &["dedup-core"]),
@@ -33,6 +33,19 @@ const INTERNAL_DEPS_ALLOWED: [(&str, &[&str]); 8] = [
     ("dedup-precompact", &["dedup-core", "dedup-embed", "dedup-store"]),
     ("dedup-assist", &["dedup-core", "dedup-embed", "dedup-store", "dedup-llm"]),
     ("dedup-server", &["dedup-core", "dedup-embed", "dedup-store", "dedup-precompact", "dedup-llm"]),
+    (
+        "dedup-mcp",
+        &[
+            "dedup-core",
+            "dedup-embed",
+            "dedup-store",
+            "dedup-precompact",
+            "dedup-llm",
+            "dedup-assist",
+            "dedup-server",
+            "memdedup",
+        ],
+    ),
     ("xtask", &["dedup-core", "dedup-embed"]),
 ];
 

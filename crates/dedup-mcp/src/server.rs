@@ -256,12 +256,12 @@ impl ServerHandler for MemdedupMcp {
 
 /// Serves one MCP session over stdin and stdout until the client closes it. Logs go to
 /// stderr; nothing else may write to stdout meanwhile.
-pub async fn serve_stdio(context: Arc<McpContext>) -> Result<(), std::io::Error> {
+pub async fn serve_stdio(context: Arc<McpContext>) -> crate::Result<()> {
     let running = MemdedupMcp::new(context)
         .serve(rmcp::transport::stdio())
         .await
-        .map_err(|e| std::io::Error::other(format!("cannot start the MCP session: {e}")))?;
-    running.waiting().await.map_err(|e| std::io::Error::other(format!("the MCP session failed: {e}")))?;
+        .map_err(|e| crate::Error::Start(e.to_string()))?;
+    running.waiting().await.map_err(|e| crate::Error::Session(e.to_string()))?;
     Ok(())
 }
 
