@@ -10,6 +10,7 @@ mod facts_extract;
 mod help;
 mod judge;
 mod judge_check;
+mod mcp_docs;
 mod mcp_python;
 mod memory;
 mod model_unavailable;

@@ -25,7 +25,7 @@ const TOOLS: [&str; 10] = [
 ];
 
 /// The venv's python: `$MEMDEDUP_MCP_PYTHON`, else the default venv of `cargo xtask mcp-python`.
-fn python() -> PathBuf {
+pub(crate) fn python() -> PathBuf {
     let python = match std::env::var_os("MEMDEDUP_MCP_PYTHON").filter(|v| !v.is_empty()) {
         Some(path) => PathBuf::from(path),
         None => {

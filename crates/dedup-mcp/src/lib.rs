@@ -34,7 +34,7 @@ pub use args::{
     MemorySearchArgs, MergeUndoArgs, MergesListArgs,
 };
 pub use context::McpContext;
-pub use error::{Error, Result};
 pub use dedup_server::Principal;
+pub use error::{Error, Result};
 pub use server::{MAX_SEARCH_RESULTS, MemdedupMcp, TOOL_NAMES, http_service, serve_stdio};
 pub use tokio_util::sync::CancellationToken;

@@ -1,0 +1,100 @@
+//! docs/AGENTS.md as a new user would try it: every JSON block parses, the `.mcp.json`
+//! server entry launches a working MCP server, the PreCompact hook command runs and prints
+//! valid hook output, and the Python example stores a memory.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use rmcp::ServiceExt;
+use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
+use serde_json::Value;
+
+use crate::support::sqlite_db;
+
+fn agents_doc() -> String {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/AGENTS.md");
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The fenced blocks of `markdown` with their info strings.
+fn fenced_blocks(markdown: &str) -> Vec<(String, String)> {
+    let mut blocks = Vec::new();
+    let mut current: Option<(String, String)> = None;
+    for line in markdown.lines() {
+        match (&mut current, line.strip_prefix("```")) {
+            (None, Some(info)) => current = Some((info.trim().to_owned(), String::new())),
+            (Some(_), Some(_)) => blocks.extend(current.take()),
+            (Some((_, body)), None) => {
+                body.push_str(line);
+                body.push('\n');
+            }
+            (None, None) => {}
+        }
+    }
+    blocks
+}
+
+fn json_blocks() -> Vec<Value> {
+    fenced_blocks(&agents_doc())
+        .into_iter()
+        .filter(|(info, _)| info == "json")
+        .map(|(_, body)| {
+            serde_json::from_str(&body).unwrap_or_else(|e| panic!("a json block does not parse: {e}\n{body}"))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn agents_doc_mcp_json_entry_launches_the_server() {
+    let blocks = json_blocks();
+    let entry = blocks
+        .iter()
+        .find_map(|b| b["mcpServers"]["memdedup"].get("command").map(|_| &b["mcpServers"]["memdedup"]))
+        .expect("a stdio .mcp.json entry");
+    assert_eq!(entry["command"], "memdedup", "{entry}");
+    let args: Vec<String> = entry["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_owned()).collect();
+    let (_dir, db) = sqlite_db();
+    let binary = assert_cmd::cargo::cargo_bin("memdedup");
+    let transport = TokioChildProcess::new(tokio::process::Command::new(&binary).configure(|c| {
+        c.arg("--db").arg(&db).args(&args).env_remove("MEMDEDUP_JUDGE").env_remove("MEMDEDUP_CONFIG");
+        c.current_dir(std::env::temp_dir());
+    }))
+    .expect("the server starts");
+    let client = ().serve(transport).await.expect("initialize");
+    let tools = client.list_all_tools().await.expect("list tools");
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    assert!(names.contains(&"memory_add") && names.contains(&"memory_search"), "{names:?}");
+    let _ = client.cancel().await;
+
+    let http = blocks
+        .iter()
+        .map(|b| &b["mcpServers"]["memdedup"])
+        .find(|e| e["type"] == "http")
+        .expect("an HTTP .mcp.json entry");
+    assert!(http["url"].as_str().unwrap().ends_with("/mcp"), "{http}");
+    assert!(http["headers"]["Authorization"].as_str().unwrap().starts_with("Bearer "), "{http}");
+}
+
+#[test]
+fn agents_doc_python_example_stores_a_memory() {
+    let doc = agents_doc();
+    let (_, script) = fenced_blocks(&doc).into_iter().find(|(info, _)| info == "python").expect("a python example");
+    let (_dir, db) = sqlite_db();
+    let binary = assert_cmd::cargo::cargo_bin("memdedup");
+    // As a user with `memdedup` on PATH and the database given on the command line.
+    let marker = r#"StdioServerParameters(command="memdedup", args=["mcp"])"#;
+    assert!(script.contains(marker), "the example launches `memdedup mcp`:\n{script}");
+    let script = script.replace(
+        marker,
+        &format!("StdioServerParameters(command={:?}, args=[\"--db\", {db:?}, \"mcp\"])", binary.display().to_string()),
+    );
+    let output = Command::new(crate::mcp_python::python())
+        .args(["-c", &script])
+        .current_dir(std::env::temp_dir())
+        .output()
+        .expect("python runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines, ["stored memdedup://global/decisions/1", "memdedup://global/decisions/1"], "{stdout}");
+}
