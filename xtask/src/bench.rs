@@ -21,8 +21,9 @@ file, with an empty cache and three times against plain `scan` with a full one. 
 is `cargo bench -p memdedup --bench check` and the HTTP check-similar bench (8 and 32
 clients, 10k and 100k stored nodes) is `cargo bench -p memdedup --bench http`; the
 assisted dedup run (10,000 memories, a fake judge answering after 200 ms, 1, 4 and 16
-calls in flight) is `cargo bench -p dedup-assist --bench assisted`; all run first unless
---e2e-only.";
+calls in flight) is `cargo bench -p dedup-assist --bench assisted`; the MCP
+`memory_check` round trips over stdio and HTTP against REST check-similar are `cargo
+bench -p memdedup-cli --bench mcp`; all run first unless --e2e-only.";
 
 const GNU_TIME: &str = "/usr/bin/time";
 const ENTRIES: usize = 1000;
@@ -41,6 +42,8 @@ pub fn run(root: &Path, e2e_only: bool, bench_args: &[String]) -> Result<()> {
         process::run(cargo().args(["bench", "-p", "memdedup", "--bench", "check"]).current_dir(root))?;
         println!("==> cargo bench -p memdedup --bench http");
         process::run(cargo().args(["bench", "-p", "memdedup", "--bench", "http"]).current_dir(root))?;
+        println!("==> cargo bench -p memdedup-cli --bench mcp");
+        process::run(cargo().args(["bench", "-p", "memdedup-cli", "--bench", "mcp"]).current_dir(root))?;
         println!("==> cargo bench -p dedup-assist --bench assisted");
         process::run(cargo().args(["bench", "-p", "dedup-assist", "--bench", "assisted"]).current_dir(root))?;
     }
