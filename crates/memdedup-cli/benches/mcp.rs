@@ -127,7 +127,7 @@ async fn run(calls: usize) {
         }
     };
     let mut rows = Vec::new();
-    rows.push(("REST POST /v1/nodes/check-similar", time(calls, |i| rest(i)).await));
+    rows.push(("REST POST /v1/nodes/check-similar", time(calls, rest).await));
     rows.push((
         "MCP memory_check, streamable HTTP",
         time(calls, |i| {
