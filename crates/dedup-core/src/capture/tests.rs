@@ -228,13 +228,17 @@ fn a_two_megabyte_conversation_is_analysed_quickly() {
     let mut bytes = 0;
     let mut i: usize = 0;
     while bytes < 2 * 1024 * 1024 {
-        let text = if i % 50 == 0 {
+        let text = if i.is_multiple_of(50) {
             format!("{}We decided to keep version {i} of the schema for now.", filler.repeat(5))
         } else {
             format!("{}\n```\nfn f() {{}}\n```\n{}", filler.repeat(10), filler)
         };
         bytes += text.len();
-        messages.push(if i % 2 == 0 { ConversationMessage::user(text) } else { ConversationMessage::assistant(text) });
+        messages.push(if i.is_multiple_of(2) {
+            ConversationMessage::user(text)
+        } else {
+            ConversationMessage::assistant(text)
+        });
         i += 1;
     }
     let started = Instant::now();
