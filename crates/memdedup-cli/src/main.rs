@@ -20,6 +20,7 @@ mod merges_cmd;
 mod open;
 mod output;
 mod playbook_cmd;
+mod precompact;
 mod progress;
 mod reembed_cmd;
 mod scan_cmd;
