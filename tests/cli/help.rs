@@ -6,7 +6,7 @@ use crate::support::memdedup;
 
 #[test]
 fn help_works_for_every_command() {
-    let commands: [&[&str]; 19] = [
+    let commands: [&[&str]; 21] = [
         &[],
         &["playbook"],
         &["playbook", "dedup"],
@@ -26,6 +26,8 @@ fn help_works_for_every_command() {
         &["calibrate"],
         &["facts", "extract"],
         &["serve"],
+        &["hook"],
+        &["hook", "pre-compact"],
     ];
     for command in commands {
         memdedup().args(command).arg("--help").assert().success().stdout(contains("Usage: memdedup")).stderr("");
