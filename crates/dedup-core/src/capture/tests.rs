@@ -75,6 +75,24 @@ fn patterns_are_found() {
 }
 
 #[test]
+fn we_always_and_we_never_are_conventions_only_when_the_user_says_them() {
+    let found = analyze_messages(&[
+        ConversationMessage::assistant("We never reach this branch because the parser rejects empty input."),
+        ConversationMessage::user("We always squash-merge pull requests into the main branch."),
+        ConversationMessage::assistant("- **Root cause**: the cache key ignored the namespace of the memory."),
+    ]);
+    assert_eq!(
+        contents(&found),
+        [
+            "We always squash-merge pull requests into the main branch.",
+            "Root cause: the cache key ignored the namespace of the memory.",
+        ]
+    );
+    assert_eq!(found[0].kind, CaptureKind::Pattern);
+    assert_eq!(found[1].kind, CaptureKind::Learning);
+}
+
+#[test]
 fn preferences_come_from_the_user_only() {
     let found = analyze_messages(&[
         ConversationMessage::user("I prefer small commits with clear messages over one big squash."),
