@@ -349,6 +349,24 @@ fn a_store_that_cannot_open_still_gives_hook_output() {
 }
 
 #[test]
+fn a_broken_config_file_is_one_store_failure() {
+    let s = Session::new();
+    let config = s.path("memdedup.toml");
+    std::fs::write(&config, "[judge\nkind = ").expect("writable");
+    let transcript = s.transcript("t.jsonl", &short_transcript());
+    let config = config.display().to_string();
+    let report = s.hook(input(&transcript), &["--config", &config, "--json"]).stdout;
+    assert_eq!(report["analyser"], "offline", "{report}");
+    assert_eq!(report["failures"].as_array().map(Vec::len), Some(1), "{report}");
+    assert_eq!(report["failures"][0]["reason"], "store", "{report}");
+    let message = report["failures"][0]["message"].as_str().unwrap_or_default();
+    assert!(message.starts_with("cannot open the memory store: "), "{message}");
+    assert!(message.contains("memdedup.toml"), "{message}");
+    let ran = s.hook(input(&transcript), &["--config", &config]);
+    assert!(ran.context().starts_with("No memories were captured before compaction.\n\nmemdedup: cannot open"));
+}
+
+#[test]
 fn without_the_model_exact_checks_still_keep_duplicates_out() {
     let s = Session::new();
     let transcript = s.transcript("t.jsonl", &short_transcript());

@@ -270,7 +270,10 @@ fn chat_model(
         params: None,
     };
     let describe = |e: &dyn std::fmt::Display| format!("the LLM judge is misconfigured ({e})");
-    let config = config_file(global).map_err(|e| describe(&e))?;
+    // A config file that cannot be read is the store's failure, reported when it opens.
+    let Ok(config) = config_file(global) else {
+        return Ok(None);
+    };
     match config.judge_settings_if_chosen(&overrides).map_err(|e| describe(&e))? {
         Some(settings) if settings.kind != JudgeKind::Local => {
             settings.chat_model().map(Some).map_err(|e| describe(&e))
