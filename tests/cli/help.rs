@@ -6,7 +6,7 @@ use crate::support::memdedup;
 
 #[test]
 fn help_works_for_every_command() {
-    let commands: [&[&str]; 20] = [
+    let commands: [&[&str]; 22] = [
         &[],
         &["playbook"],
         &["playbook", "dedup"],
@@ -27,6 +27,8 @@ fn help_works_for_every_command() {
         &["facts", "extract"],
         &["serve"],
         &["mcp"],
+        &["hook"],
+        &["hook", "pre-compact"],
     ];
     for command in commands {
         memdedup().args(command).arg("--help").assert().success().stdout(contains("Usage: memdedup")).stderr("");

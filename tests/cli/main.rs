@@ -8,6 +8,7 @@ mod eval;
 mod facts;
 mod facts_extract;
 mod help;
+mod hook;
 mod judge;
 mod judge_check;
 mod mcp_docs;

@@ -17,7 +17,9 @@ deterministic 1,000-entry playbook (about 15% paraphrase near duplicates), with
 peak resident memory; model loading is included, as a user would see it. Finally it
 times `memdedup scan --db` twice over an unchanged 2,000-line JSONL file (the second
 run reads every vector from the embedding cache), then `scan --judge local` on the same
-file, with an empty cache and three times against plain `scan` with a full one. The check-before-store latency bench
+file, with an empty cache and three times against plain `scan` with a full one, and
+`hook pre-compact --offline` on generated 200 KB and 2 MB Claude Code transcripts
+(against an empty store, then again). The check-before-store latency bench
 is `cargo bench -p memdedup --bench check` and the HTTP check-similar bench (8 and 32
 clients, 10k and 100k stored nodes) is `cargo bench -p memdedup --bench http`; the
 assisted dedup run (10,000 memories, a fake judge answering after 200 ms, 1, 4 and 16
@@ -90,7 +92,8 @@ pub fn run(root: &Path, e2e_only: bool, bench_args: &[String]) -> Result<()> {
     }
     let after: usize = crate::demo::section_counts(&output)?.iter().map(|(_, n)| n).sum();
     println!("  entries: {ENTRIES} -> {after}");
-    bench_scan_cache(&bin, root, scratch.path())
+    bench_scan_cache(&bin, root, scratch.path())?;
+    crate::hook_bench::run(&bin, root, scratch.path(), GNU_TIME)
 }
 
 /// Lines in the `scan --db` cache benchmark's input.
@@ -154,7 +157,7 @@ fn time_scan(bin: &Path, root: &Path, db: &Path, input: &Path, extra: &[&str]) -
 }
 
 /// Reads `%e %M` (seconds, KiB) from GNU time's `-o` file: the last non-empty line.
-fn parse_time_output(text: &str) -> Option<(f64, u64)> {
+pub(crate) fn parse_time_output(text: &str) -> Option<(f64, u64)> {
     let line = text.lines().rev().find(|l| !l.trim().is_empty())?;
     let mut parts = line.split_whitespace();
     let secs = parts.next()?.parse().ok()?;

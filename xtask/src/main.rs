@@ -22,6 +22,7 @@ mod ci;
 mod demo;
 mod eval;
 mod fit_judge;
+mod hook_bench;
 mod llama_server;
 mod llm_smoke;
 mod mcp_python;

@@ -17,7 +17,8 @@
 //! over [`specifics`]) and [`merge_metadata`] decide what a confirmed group becomes. For
 //! the HTTP clients of other crates, [`RetryPolicy`] computes jittered backoff and honours
 //! [`parse_retry_after`], and [`extract_json_object`] finds the JSON object in a model's
-//! reply.
+//! reply. For seed 004's pre-compact hook, [`analyze_messages`] finds the decisions,
+//! lessons, conventions and preferences a conversation states, as [`CaptureCandidate`]s.
 //!
 //! **Architecture invariant:** this crate depends on no async runtime, no database driver,
 //! no HTTP client and no ONNX Runtime. Everything here is deterministic and testable with
@@ -25,6 +26,7 @@
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 mod api_error;
+mod capture;
 mod content_hash;
 mod contrast;
 mod embedding;
@@ -44,6 +46,10 @@ mod specifics;
 mod threshold;
 
 pub use api_error::{MAX_API_ERROR_TEXT, api_error_message, error_chain, truncate_error_text};
+pub use capture::{
+    CaptureCandidate, CaptureKind, CaptureLimits, ConversationMessage, MAX_CANDIDATE_CHARS, MAX_CAPTURE_CANDIDATES,
+    MIN_CANDIDATE_CHARS, Speaker, analyze_messages, analyze_messages_with,
+};
 pub use content_hash::{ContentHash, normalize_content};
 pub use contrast::{CONTRAST_KINDS, Contrast, TextFeatures, contrast, contrast_features};
 pub use embedding::Embedding;

@@ -2,15 +2,15 @@
 
 use anyhow::Result;
 use memdedup::crates::store::Store;
-use memdedup::{AddOutcome, DuplicateReason, NewMemory, Scope};
+use memdedup::{NewMemory, Scope};
 use serde::Deserialize;
-use serde_json::json;
 
 use crate::UsageError;
 use crate::cli::{CaptureArgs, GlobalArgs};
 use crate::input::{display_name, read_text, without_bom};
 use crate::open::open_service;
 use crate::output::emit;
+use crate::precompact::{additional_context, hook_output};
 use crate::verdict::{add_json, warn_degraded};
 
 /// One candidate line. Unknown fields are ignored, so extractors may add their own.
@@ -44,13 +44,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: &CaptureArgs) -> Result<()> {
         let results: Vec<String> = outcomes.iter().map(|(_, scope, outcome)| add_json(outcome, scope)).collect();
         emit(&format!("{{\"results\":[{}]}}\n", results.join(",")))?;
     } else {
-        let output = json!({
-            "hookSpecificOutput": {
-                "hookEventName": "PreCompact",
-                "additionalContext": additional_context(&outcomes),
-            }
-        });
-        emit(&format!("{output}\n"))?;
+        emit(&format!("{}\n", hook_output(&additional_context(&outcomes))))?;
     }
     Ok(())
 }
@@ -103,70 +97,6 @@ fn parse_candidates(text: &str, name: &str) -> Result<Vec<NewMemory>> {
 /// Most candidates one `capture` takes (a pre-compact pass has a handful).
 const MAX_CANDIDATES: usize = 10_000;
 
-/// Seed 004's hook text: what was captured (with URNs) and what was skipped and why.
-fn additional_context(outcomes: &[(String, Scope, AddOutcome)]) -> String {
-    let captured: Vec<_> = outcomes.iter().filter(|(_, _, o)| o.stored.is_some()).collect();
-    let skipped: Vec<_> = outcomes.iter().filter(|(_, _, o)| o.stored.is_none()).collect();
-    let mut out = String::new();
-    if captured.is_empty() && skipped.is_empty() {
-        return "No memories to capture before compaction.".to_owned();
-    }
-    if !captured.is_empty() {
-        out.push_str(&format!("Auto-captured {} before compaction:\n", count(captured.len(), "memory", "memories")));
-        for (i, (content, scope, outcome)) in captured.iter().enumerate() {
-            out.push_str(&format!(
-                "\n{}. **{}**: {}\n   URN: {}\n",
-                i + 1,
-                scope.namespace_name(),
-                cut(content, 80),
-                outcome.urn.as_deref().unwrap_or_default()
-            ));
-        }
-    }
-    if !skipped.is_empty() {
-        if !out.is_empty() {
-            out.push('\n');
-        }
-        out.push_str(&format!("Skipped {}:", count(skipped.len(), "duplicate", "duplicates")));
-        for (content, _, outcome) in &skipped {
-            let check = &outcome.check;
-            let urn = check.matched_urn.as_deref().unwrap_or_default();
-            let quoted = format!("\"{}\"", cut(content, 40));
-            let line = match check.reason {
-                Some(DuplicateReason::ExactMatch) => format!("Exact match: {quoted} (matches {urn})"),
-                Some(DuplicateReason::SemanticSimilar) => {
-                    let percent = (check.similarity_score.unwrap_or(0.0) * 100.0).floor();
-                    format!("Semantic {percent}%: {quoted} (similar to {urn})")
-                }
-                Some(DuplicateReason::RecentCapture) => {
-                    format!("Recent capture: {quoted} (captured {}, {urn})", ago(check.captured_secs_ago.unwrap_or(0)))
-                }
-                None => format!("Not stored: {quoted}"),
-            };
-            out.push_str(&format!("\n- {line}"));
-        }
-    }
-    out.trim_end().to_owned()
-}
-
-fn count(n: usize, one: &str, many: &str) -> String {
-    if n == 1 { format!("1 {one}") } else { format!("{n} {many}") }
-}
-
-fn ago(secs: u64) -> String {
-    if secs < 60 { format!("{secs} s ago") } else { format!("{} min ago", secs / 60) }
-}
-
-/// The text on one line, cut to `max` characters with "..." (the seed's style).
-fn cut(text: &str, max: usize) -> String {
-    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if flat.chars().count() <= max {
-        flat
-    } else {
-        format!("{}...", flat.chars().take(max).collect::<String>().trim_end())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -205,13 +135,5 @@ mod tests {
         assert!(nul_title.starts_with("in: line 2: ") && nul_title.contains("NUL"), "{nul_title}");
         let nul_content = err("{\"content\":\"a\\u0000b\"}");
         assert!(nul_content.starts_with("in: line 2: ") && nul_content.contains("NUL"), "{nul_content}");
-    }
-
-    #[test]
-    fn cut_keeps_short_text_and_marks_cuts() {
-        assert_eq!(cut("Use  PostgreSQL\nnow", 40), "Use PostgreSQL now");
-        assert_eq!(cut("Use PostgreSQL for the primary database", 20), "Use PostgreSQL for t...");
-        assert_eq!(ago(125), "2 min ago");
-        assert_eq!(ago(5), "5 s ago");
     }
 }

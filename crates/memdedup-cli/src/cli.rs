@@ -6,6 +6,7 @@ use clap::{Args, Parser, Subcommand};
 
 pub(crate) mod dedup;
 pub(crate) mod facts;
+pub(crate) mod hook;
 
 /// Keep an AI agent's long-term memory free of duplicates.
 ///
@@ -125,6 +126,12 @@ pub(crate) enum Command {
     Facts {
         #[command(subcommand)]
         command: facts::FactsCommand,
+    },
+    /// Commands for agent hooks: `hook pre-compact` captures memories from a Claude Code
+    /// transcript before compaction.
+    Hook {
+        #[command(subcommand)]
+        command: hook::HookCommand,
     },
 }
 

@@ -14,6 +14,7 @@ use crate::cli::dedup::DedupArgs;
 use crate::input::parse_memory_id;
 use crate::open::{config_file, model_dir, open_store};
 use crate::output::{emit, plural, snippet};
+use crate::precompact::is_hook_failure_scope;
 
 pub(crate) async fn run(global: &GlobalArgs, args: &DedupArgs) -> Result<()> {
     let config = config_file(global)?;
@@ -41,7 +42,10 @@ pub(crate) async fn run(global: &GlobalArgs, args: &DedupArgs) -> Result<()> {
     let store = open_store(global, &config).await?;
     if args.all_namespaces {
         for namespace in store.stats().await.context("cannot list the namespaces")?.namespaces {
-            scopes.push(Scope::new(&namespace.domain, &namespace.namespace)?);
+            // The pre-compact hook's failure counters hold no memories.
+            if !is_hook_failure_scope(&namespace.domain, &namespace.namespace) {
+                scopes.push(Scope::new(&namespace.domain, &namespace.namespace)?);
+            }
         }
     }
     if let Some((id, urn_scope)) = id {

@@ -12,6 +12,7 @@ mod cli;
 mod dedup_cmd;
 mod eval_cmd;
 mod facts_cmd;
+mod hook_cmd;
 mod input;
 mod judging;
 mod labelled;
@@ -21,6 +22,7 @@ mod merges_cmd;
 mod open;
 mod output;
 mod playbook_cmd;
+mod precompact;
 mod progress;
 mod reembed_cmd;
 mod scan_cmd;
@@ -68,6 +70,7 @@ fn main() -> ExitCode {
             Command::Stats(args) => memory_cmd::stats(&cli.global, args).await,
             Command::Reembed(args) => reembed_cmd::run(&cli.global, args).await,
             Command::Facts { command } => facts_cmd::run(&cli.global, command).await,
+            Command::Hook { command } => hook_cmd::run(&cli.global, command).await,
             Command::Dedup(args) => dedup_cmd::run(&cli.global, args).await,
             Command::Merges(args) => merges_cmd::run(&cli.global, args).await,
             Command::Undo(args) => undo_cmd::run(&cli.global, args).await,

@@ -11,6 +11,7 @@ use crate::cli::{AddArgs, CheckArgs, GlobalArgs, JsonArgs, ListArgs, ShowArgs};
 use crate::input::{parse_memory_id, read_text, without_bom};
 use crate::open::{config_file, open_service, open_store, scope};
 use crate::output::{emit, plural, snippet};
+use crate::precompact::is_hook_failure_scope;
 use crate::verdict::{add_json, add_line, verdict_line, warn_degraded, with_scope};
 
 /// The text argument, or stdin for `-` (without a leading byte-order mark, which is
@@ -152,16 +153,19 @@ pub(crate) async fn stats(global: &GlobalArgs, args: &JsonArgs) -> Result<()> {
         emit(&format!("{}\n", serde_json::to_value(&stats)?))?;
     } else {
         let mut out = format!("{} database {}\n", stats.backend, stats.location);
-        let live: u64 = stats.namespaces.iter().map(|n| n.live).sum();
-        let skipped: u64 = stats.namespaces.iter().flat_map(|n| n.skipped.values()).sum();
+        // The hook's failure counters share the skip table; they are not duplicates.
+        let (hook, namespaces): (Vec<_>, Vec<_>) =
+            stats.namespaces.iter().partition(|n| is_hook_failure_scope(&n.domain, &n.namespace));
+        let live: u64 = namespaces.iter().map(|n| n.live).sum();
+        let skipped: u64 = namespaces.iter().flat_map(|n| n.skipped.values()).sum();
         out.push_str(&format!(
             "{} live in {}, {} skipped, {} cached embeddings\n",
             plural(usize::try_from(live).unwrap_or(usize::MAX), "memory"),
-            plural(stats.namespaces.len(), "namespace"),
+            plural(namespaces.len(), "namespace"),
             plural(usize::try_from(skipped).unwrap_or(usize::MAX), "duplicate"),
             stats.cached_embeddings
         ));
-        for n in &stats.namespaces {
+        for n in &namespaces {
             let reasons: Vec<String> = n.skipped.iter().map(|(reason, count)| format!("{reason} {count}")).collect();
             let reasons = if reasons.is_empty() { String::new() } else { format!("; skipped: {}", reasons.join(", ")) };
             let pending =
@@ -170,6 +174,10 @@ pub(crate) async fn stats(global: &GlobalArgs, args: &JsonArgs) -> Result<()> {
                 "  {}/{}: {} live, {} deprecated{pending}{reasons}\n",
                 n.domain, n.namespace, n.live, n.deprecated
             ));
+        }
+        for n in hook.iter().filter(|n| !n.skipped.is_empty()) {
+            let reasons: Vec<String> = n.skipped.iter().map(|(reason, count)| format!("{reason} {count}")).collect();
+            out.push_str(&format!("pre-compact hook failures: {}\n", reasons.join(", ")));
         }
         let pending: u64 = stats.namespaces.iter().map(|n| n.unembedded).sum();
         if pending > 0 {
