@@ -76,6 +76,37 @@ async fn agents_doc_mcp_json_entry_launches_the_server() {
 }
 
 #[test]
+fn agents_doc_precompact_hook_command_runs() {
+    let blocks = json_blocks();
+    let hook = blocks
+        .iter()
+        .find_map(|b| b["hooks"]["PreCompact"][0]["hooks"][0].get("command"))
+        .and_then(Value::as_str)
+        .expect("a PreCompact hook entry");
+    let words: Vec<&str> = hook.split_whitespace().collect();
+    assert_eq!(words[0], "memdedup", "{hook}");
+    let (dir, db) = sqlite_db();
+    let transcript = dir.path().join("transcript.jsonl");
+    let line = serde_json::json!({"type": "user", "message": {"role": "user",
+        "content": "We decided to use PostgreSQL for the billing service instead of MySQL."}});
+    std::fs::write(&transcript, format!("{line}\n")).unwrap();
+    let input = serde_json::json!({"session_id": "s1", "transcript_path": transcript, "hook_event_name": "PreCompact",
+        "trigger": "manual", "cwd": dir.path()});
+    let output = crate::support::memdedup()
+        .arg("--db")
+        .arg(&db)
+        .args(&words[1..])
+        .write_stdin(input.to_string())
+        .output()
+        .expect("the hook runs");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let printed: Value = serde_json::from_slice(&output.stdout).expect("hook output is JSON");
+    assert_eq!(printed["hookSpecificOutput"]["hookEventName"], "PreCompact", "{printed}");
+    let context = printed["hookSpecificOutput"]["additionalContext"].as_str().unwrap();
+    assert!(context.contains("memdedup://global/decisions/"), "{context}");
+}
+
+#[test]
 fn agents_doc_python_example_stores_a_memory() {
     let doc = agents_doc();
     let (_, script) = fenced_blocks(&doc).into_iter().find(|(info, _)| info == "python").expect("a python example");
