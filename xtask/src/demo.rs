@@ -63,6 +63,25 @@ pub fn run(root: &Path) -> Result<()> {
     let paraphrase = "We went with PostgreSQL as the primary database of the billing service.";
     println!("\n==> memdedup --db {} check \"{paraphrase}\" --namespace decisions", db.display());
     process::run(with_db().args(["check", paraphrase, "--namespace", "decisions"]))?;
+
+    // The PreCompact hook on an example Claude Code transcript, twice: the second time
+    // everything is already known.
+    let transcript = root.join("examples/transcript.jsonl");
+    let hook_input = serde_json::json!({
+        "session_id": "demo", "transcript_path": transcript, "hook_event_name": "PreCompact",
+        "trigger": "manual", "cwd": root,
+    })
+    .to_string();
+    for round in ["", " (again: nothing new)"] {
+        println!(
+            "\n==> memdedup --db {} hook pre-compact < hook input for examples/transcript.jsonl{round}",
+            db.display()
+        );
+        let output = process::output_with_stdin(with_db().args(["hook", "pre-compact"]), &hook_input)?;
+        let value: serde_json::Value = serde_json::from_str(output.trim()).context("the hook printed no JSON")?;
+        let context = value["hookSpecificOutput"]["additionalContext"].as_str().context("no additionalContext")?;
+        println!("{context}");
+    }
     println!("\n==> memdedup --db {} stats", db.display());
     process::run(with_db().arg("stats"))?;
     Ok(())

@@ -43,6 +43,28 @@ pub fn output(cmd: &mut Command) -> Result<String> {
     String::from_utf8(out.stdout).with_context(|| format!("`{line}` printed non-UTF-8 output"))
 }
 
+/// Runs `cmd` with `input` on its stdin and returns its stdout; on failure the error
+/// carries its stderr.
+pub fn output_with_stdin(cmd: &mut Command, input: &str) -> Result<String> {
+    use std::io::Write;
+    let line = describe(cmd);
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("could not start `{line}`"))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin.write_all(input.as_bytes()).with_context(|| format!("writing the input of `{line}`"))?;
+    }
+    let out = child.wait_with_output().with_context(|| format!("waiting for `{line}`"))?;
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        bail!("`{line}` failed ({}):\n{}", out.status, stderr.trim_end());
+    }
+    String::from_utf8(out.stdout).with_context(|| format!("`{line}` printed non-UTF-8 output"))
+}
+
 /// Whether `cmd` can be started and exits with 0 (its output is discarded).
 pub fn succeeds(cmd: &mut Command) -> bool {
     cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
