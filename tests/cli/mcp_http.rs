@@ -1,0 +1,186 @@
+//! The MCP tools over streamable HTTP at `/mcp` of `memdedup serve`: bearer tokens guard
+//! the endpoint, and a token limited to some namespaces limits every tool the same way.
+
+use serde_json::{Value, json};
+
+use crate::mcp_support::{
+    DECISION, DECISION_PARAPHRASE, DOCS, HttpServer, LUNCH, McpClient, TEN_TOOLS, UNRELATED, add_stored, call_err,
+    call_ok, close, db_state, http_client, live_contents, sorted, tool_names,
+};
+use crate::support::{require_model, sqlite_db};
+
+/// A token limited to the namespace `agents`, and one that may use every namespace.
+const AGENTS_TOKEN: &str = "agents-token-0123";
+const ADMIN_TOKEN: &str = "admin-token-4567";
+
+/// A configuration with the two tokens above.
+const TOKENS: &str = r#"
+[[server.tokens]]
+token = "agents-token-0123"
+namespaces = ["agents"]
+
+[[server.tokens]]
+token = "admin-token-4567"
+"#;
+
+/// Runs `dedup_run` on `namespace`, expecting one merge; returns (merge id, run id).
+async fn merge_one(client: &McpClient, namespace: &str) -> (i64, String) {
+    let run = call_ok(client, "dedup_run", json!({"namespace": namespace})).await;
+    assert_eq!(run["merged"], 1, "{run}");
+    (run["merges"][0]["merge_id"].as_i64().expect("a merge id"), run["run_id"].as_str().expect("a run").to_owned())
+}
+
+/// The ids of the merges `merges_list` returns for `args`.
+async fn merge_ids(client: &McpClient, args: Value) -> Vec<i64> {
+    let listed = call_ok(client, "merges_list", args).await;
+    let ids: Vec<i64> =
+        listed["merges"].as_array().expect("merges").iter().map(|m| m["id"].as_i64().unwrap()).collect();
+    assert_eq!(listed["total"], ids.len(), "{listed}");
+    ids
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_http_bearer_tokens_refuse_strangers_and_limit_namespaces() {
+    require_model();
+    let (dir, db) = sqlite_db();
+    let config = dir.path().join("memdedup.toml");
+    std::fs::write(&config, TOKENS).expect("write memdedup.toml");
+    let config = config.display().to_string();
+    let mut server = HttpServer::start(
+        &["--config", &config, "--db", &db, "serve", "--addr", "127.0.0.1:0"],
+        &[("MEMDEDUP_LOG", "debug")],
+    );
+    let url = server.mcp_url();
+
+    for token in [None, Some("wrong-token-9999"), Some("")] {
+        let error = http_client(&url, token).await.err().unwrap_or_else(|| panic!("{token:?} was let in"));
+        assert!(error.contains("401"), "{token:?}: {error}");
+    }
+
+    // The unlimited token: check, add, exact duplicate, paraphrase, as over stdio.
+    let admin = http_client(&url, Some(ADMIN_TOKEN)).await.expect("the admin token is accepted");
+    assert_eq!(tool_names(&admin).await, sorted(&TEN_TOOLS));
+    let check = call_ok(&admin, "memory_check", json!({"content": DECISION, "namespace": "other"})).await;
+    assert_eq!((&check["is_duplicate"], &check["verdict"]), (&json!(false), &json!("unique")), "{check}");
+    let (other_id, other_urn) = add_stored(&admin, "other", DECISION).await;
+    let exact = call_ok(&admin, "memory_add", json!({"content": DECISION, "namespace": "other"})).await;
+    assert_eq!((&exact["stored"], &exact["check"]["reason"]), (&Value::Null, &json!("ExactMatch")), "{exact}");
+    assert_eq!(exact["check"]["matched_urn"], json!(other_urn), "{exact}");
+    let paraphrase = call_ok(&admin, "memory_add", json!({"content": DECISION_PARAPHRASE, "namespace": "other"})).await;
+    assert_eq!(paraphrase["stored"], Value::Null, "{paraphrase}");
+    assert_eq!(
+        (&paraphrase["check"]["verdict"], &paraphrase["check"]["matched_urn"]),
+        (&json!("duplicate"), &json!(other_urn))
+    );
+    assert_eq!(live_contents(&db, "other"), [DECISION]);
+
+    // A merge in `other` by the admin, one in `agents` by the limited token.
+    for text in DOCS {
+        add_stored(&admin, "other", text).await;
+    }
+    let (other_merge, other_run) = merge_one(&admin, "other").await;
+    let agents = http_client(&url, Some(AGENTS_TOKEN)).await.expect("the agents token is accepted");
+    assert_eq!(tool_names(&agents).await, sorted(&TEN_TOOLS));
+    for text in DOCS {
+        add_stored(&agents, "agents", text).await;
+    }
+    let (agents_merge, _) = merge_one(&agents, "agents").await;
+    let (agents_id, agents_urn) = add_stored(&agents, "agents", LUNCH).await;
+    let got = call_ok(&agents, "memory_get", json!({"id": agents_urn})).await;
+    assert_eq!(got["memory"]["id"], agents_id, "{got}");
+    // Unverified memories in `other`, which a scan of every namespace would judge.
+    add_stored(&admin, "other", UNRELATED).await;
+
+    // Everything the limited token asks of `other` (or of `default`) is forbidden and writes nothing.
+    let before = db_state(&db, &["other", "default"]);
+    let other_id_text = other_id.to_string();
+    let forbidden = [
+        ("memory_add", json!({"content": UNRELATED, "namespace": "other"})),
+        ("memory_add", json!({"content": "A memory for the default namespace, long enough to embed."})),
+        ("memory_check", json!({"content": DECISION, "namespace": "other"})),
+        ("memory_search", json!({"query": "database", "namespace": "other"})),
+        ("memory_get", json!({"id": other_id_text})),
+        ("memory_get", json!({"id": other_urn})),
+        ("dedup_scan", json!({"namespace": "other"})),
+        ("dedup_run", json!({"namespace": "other"})),
+        ("merges_list", json!({"namespace": "other"})),
+        ("merge_undo", json!({"merge_id": other_merge})),
+        ("merge_undo", json!({"run_id": other_run})),
+        (
+            "facts_add",
+            json!({"content": "Likes tea", "category": "preference", "confidence": 0.9, "namespace": "other"}),
+        ),
+        ("facts_add", json!({"content": "Likes tea", "category": "preference", "confidence": 0.9})),
+        ("facts_context", json!({"namespace": "other"})),
+    ];
+    for (tool, args) in forbidden {
+        let message = call_err(&agents, tool, args.clone(), "forbidden").await;
+        assert!(message.contains("agents") && message.contains("may not use namespace"), "{tool} {args}: {message}");
+        assert_eq!(db_state(&db, &["other", "default"]), before, "{tool} {args} wrote something");
+    }
+
+    // Lists show the limited token only its namespaces.
+    assert_eq!(merge_ids(&agents, json!({})).await, [agents_merge]);
+    assert_eq!(merge_ids(&agents, json!({"include_undone": true})).await, [agents_merge]);
+    assert_eq!(merge_ids(&agents, json!({"run_id": other_run})).await, Vec::<i64>::new());
+    let mut all = merge_ids(&admin, json!({})).await;
+    all.sort_unstable();
+    assert_eq!(all, [other_merge.min(agents_merge), other_merge.max(agents_merge)]);
+    let scope_of_passes = |report: &Value| -> Vec<String> {
+        report["passes"].as_array().expect("passes").iter().map(|p| p["scope"].as_str().unwrap().to_owned()).collect()
+    };
+    let everything = call_ok(&admin, "dedup_scan", json!({"all_namespaces": true})).await;
+    assert!(scope_of_passes(&everything).contains(&"global/other".to_owned()), "{everything}");
+    let limited = call_ok(&agents, "dedup_scan", json!({"all_namespaces": true})).await;
+    assert!(scope_of_passes(&limited).iter().all(|s| s == "global/agents"), "{limited}");
+    assert_eq!(db_state(&db, &["other", "default"]), before, "scans write nothing");
+
+    // The limited token may undo its own merge.
+    let undone = call_ok(&agents, "merge_undo", json!({"merge_id": agents_merge})).await;
+    assert_eq!(undone["undone"].as_array().map(Vec::len), Some(1), "{undone}");
+    assert_eq!(live_contents(&db, "agents").len(), 3);
+    close(agents).await;
+    close(admin).await;
+
+    let stderr = server.stop();
+    assert!(stderr.contains("/mcp"), "requests are logged:\n{stderr}");
+    for secret in ["PostgreSQL", "billing", "cafeteria", "documentation", "Likes tea"] {
+        assert!(!stderr.contains(secret), "{secret:?} leaked into the logs:\n{stderr}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_http_without_tokens_serves_clients_without_a_token_on_loopback_hosts_only() {
+    let (_dir, db) = sqlite_db();
+    let server = HttpServer::start(&["--db", &db, "serve", "--addr", "127.0.0.1:0"], &[]);
+    let url = server.mcp_url();
+    let client = http_client(&url, None).await.expect("no token is needed");
+    assert_eq!(tool_names(&client).await, sorted(&TEN_TOOLS));
+    let info = client.peer_info().expect("server info");
+    assert_eq!(info.server_info.as_ref().map(|s| s.name.as_str()), Some("memdedup"));
+    let (id, urn) = add_stored(&client, "notes", "Short note kept over HTTP").await;
+    let got = call_ok(&client, "memory_get", json!({"id": id.to_string()})).await;
+    assert_eq!((&got["urn"], &got["memory"]["content"]), (&json!(urn), &json!("Short note kept over HTTP")));
+    assert_eq!(live_contents(&db, "notes"), ["Short note kept over HTTP"]);
+    close(client).await;
+
+    // Without tokens only loopback host names are served (no DNS rebinding).
+    let http = reqwest::Client::new();
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}});
+    let port = server.base_url.rsplit(':').next().expect("a port").to_owned();
+    let mut statuses = Vec::new();
+    for host in [format!("localhost:{port}"), format!("attacker.example:{port}")] {
+        let response = http
+            .post(&url)
+            .header("host", &host)
+            .header("accept", "application/json, text/event-stream")
+            .json(&initialize)
+            .send()
+            .await
+            .expect("the server answers");
+        statuses.push((host, response.status().as_u16()));
+    }
+    assert_eq!(statuses[0].1, 200, "{statuses:?}");
+    assert!((400..500).contains(&statuses[1].1), "a foreign Host is refused: {statuses:?}");
+}
