@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use crate::mcp_support::{
     DECISION, DECISION_PARAPHRASE, DOCS, HttpServer, LUNCH, McpClient, TEN_TOOLS, UNRELATED, add_stored, call_err,
-    call_ok, close, db_state, http_client, live_contents, sorted, tool_names,
+    call_ok, close, db_state, http_client, live_contents, sorted, tool_names, try_call,
 };
 use crate::support::{require_model, sqlite_db};
 
@@ -183,4 +183,24 @@ async fn mcp_http_without_tokens_serves_clients_without_a_token_on_loopback_host
     }
     assert_eq!(statuses[0].1, 200, "{statuses:?}");
     assert!((400..500).contains(&statuses[1].1), "a foreign Host is refused: {statuses:?}");
+}
+
+/// `[server] max_body_bytes` bounds the requests of `/mcp` as it bounds the REST API's:
+/// a larger tool call is refused with 413 and stores nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_http_refuses_requests_over_max_body_bytes() {
+    let (dir, db) = sqlite_db();
+    let config = dir.path().join("memdedup.toml");
+    std::fs::write(&config, "[server]\nmax_body_bytes = 4096\n").expect("write memdedup.toml");
+    let config = config.display().to_string();
+    let server = HttpServer::start(&["--config", &config, "--db", &db, "serve", "--addr", "127.0.0.1:0"], &[]);
+    let client = http_client(&server.mcp_url(), None).await.expect("initialises");
+    add_stored(&client, "notes", "A short note fits in the body limit").await;
+    let long = "word ".repeat(2000);
+    let outcome = try_call(&client, "memory_add", json!({"content": long, "namespace": "notes"})).await;
+    match outcome {
+        Err(error) => assert!(error.contains("413"), "{error}"),
+        Ok(reply) => panic!("a 10 kB call went through a 4 kB body limit: {reply:?}"),
+    }
+    assert_eq!(live_contents(&db, "notes"), ["A short note fits in the body limit"]);
 }

@@ -24,7 +24,8 @@ use crate::{memory_tools, ops_tools};
 /// Most memories `memory_search` returns.
 pub const MAX_SEARCH_RESULTS: u32 = 50;
 
-/// Every tool's name, in the order they are listed (`facts_extract` only with a chat model).
+/// Every tool's name (`facts_extract` only with a chat model). `tools/list` gives them
+/// sorted by name, not in this order.
 pub const TOOL_NAMES: [&str; 11] = [
     "memory_check",
     "memory_add",
@@ -273,12 +274,18 @@ pub async fn serve_stdio(context: Arc<McpContext>) -> Result<(), std::io::Error>
 /// server without tokens, which may only listen on loopback, should accept: it keeps web
 /// pages from reaching it through DNS rebinding); with true any host is (a server with
 /// bearer tokens, which guard the route instead).
+///
+/// A request body over `max_body_bytes` is refused with 413, as the rest of the server
+/// refuses one (the SDK's own limit is larger).
 pub fn http_service(
     context: Arc<McpContext>,
     shutdown: CancellationToken,
     any_host: bool,
+    max_body_bytes: usize,
 ) -> StreamableHttpService<MemdedupMcp, LocalSessionManager> {
-    let mut config = StreamableHttpServerConfig::default().with_cancellation_token(shutdown);
+    let mut config = StreamableHttpServerConfig::default()
+        .with_cancellation_token(shutdown)
+        .with_max_request_body_bytes(max_body_bytes);
     if any_host {
         config = config.disable_allowed_hosts();
     }
