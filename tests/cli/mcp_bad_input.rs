@@ -69,8 +69,8 @@ async fn mcp_stdio_memory_tools_refuse_bad_arguments_and_write_nothing() {
     let invalid = Tool("invalid_argument");
 
     for tool in ["memory_check", "memory_add"] {
-        f.refuse(tool, json!({"content": 5}), Sdk, &["invalid type: integer `5`", "expected a string"]).await;
-        f.refuse(tool, json!({"content": null}), Sdk, &["invalid type: null"]).await;
+        f.refuse(tool, json!({"content": 5}), Sdk, &["`content`: invalid type: integer `5`, expected a string"]).await;
+        f.refuse(tool, json!({"content": null}), Sdk, &["`content`: invalid type: null"]).await;
         f.refuse(tool, json!({"text": DECISION}), Sdk, &["unknown field `text`", "`content`"]).await;
         f.refuse(tool, json!({"content": DECISION, "namespace": "decisions", "treshold": 0.5}), Sdk, &["`treshold`"])
             .await;
@@ -88,7 +88,7 @@ async fn mcp_stdio_memory_tools_refuse_bad_arguments_and_write_nothing() {
     let long_title = "t".repeat(100_000);
     for (args, needles) in [
         (json!({"content": "A new memory about kinds", "kind": "bad kind!"}), &["kind"][..]),
-        (json!({"content": "A new memory about kinds", "kind": 3}), &["invalid type: integer `3`"][..]),
+        (json!({"content": "A new memory about kinds", "kind": 3}), &["`kind`: invalid type: integer `3`"][..]),
         (json!({"content": "A new memory with a title", "title": long_title}), &["title"][..]),
     ] {
         let refusal = if args["kind"].is_number() { Sdk } else { invalid };
@@ -98,8 +98,15 @@ async fn mcp_stdio_memory_tools_refuse_bad_arguments_and_write_nothing() {
     let query = "which database";
     f.refuse("memory_search", json!({"query": query, "limit": 0}), invalid, &["`limit` is 0", "1 to 50"]).await;
     f.refuse("memory_search", json!({"query": query, "limit": 51}), invalid, &["`limit` is 51", "1 to 50"]).await;
-    f.refuse("memory_search", json!({"query": query, "limit": "x"}), Sdk, &["invalid type: string \"x\""]).await;
-    f.refuse("memory_search", json!({"query": query, "limit": -1}), Sdk, &["invalid value: integer `-1`"]).await;
+    f.refuse(
+        "memory_search",
+        json!({"query": query, "limit": "x"}),
+        Sdk,
+        &["`limit`: invalid type: string \"x\", expected u32"],
+    )
+    .await;
+    f.refuse("memory_search", json!({"query": query, "limit": -1}), Sdk, &["`limit`: invalid value: integer `-1`"])
+        .await;
     f.refuse("memory_search", json!({"content": query}), Sdk, &["unknown field `content`"]).await;
     f.refuse("memory_search", json!({"query": ""}), invalid, &["`query` is empty"]).await;
     f.refuse("memory_search", json!({"query": big}), invalid, &["`query` is 1048577 bytes"]).await;
@@ -109,7 +116,7 @@ async fn mcp_stdio_memory_tools_refuse_bad_arguments_and_write_nothing() {
     f.refuse("memory_get", json!({"id": "memdedup://x"}), invalid, &["`memdedup://x`", "URN"]).await;
     f.refuse("memory_get", json!({"id": "memdedup://global/bad ns/1"}), invalid, &["not a valid URN"]).await;
     f.refuse("memory_get", json!({"id": "-3"}), invalid, &["`-3`"]).await;
-    f.refuse("memory_get", json!({"id": id}), Sdk, &["invalid type: integer", "expected a string"]).await;
+    f.refuse("memory_get", json!({"id": id}), Sdk, &["`id`: invalid type: integer", "expected a string"]).await;
     f.refuse("memory_get", json!({"urn": urn}), Sdk, &["unknown field `urn`"]).await;
     f.refuse("memory_get", json!({"id": "999"}), Tool("not_found"), &["no memory with id 999"]).await;
     let elsewhere = format!("memdedup://global/learnings/{id}");
@@ -143,16 +150,23 @@ async fn mcp_stdio_dedup_and_merge_tools_refuse_bad_arguments_and_write_nothing(
         f.refuse(tool, both, invalid, &["give `namespace` or `all_namespaces`, not both"]).await;
         f.refuse(tool, json!({"namespace": "pending", "limit": 0}), invalid, &["`limit` is 0", "1 to 100000"]).await;
         f.refuse(tool, json!({"namespace": "pending", "limit": 100_001}), invalid, &["`limit` is 100001"]).await;
-        f.refuse(tool, json!({"namespace": "pending", "limit": "all"}), Sdk, &["invalid type: string \"all\""]).await;
+        f.refuse(
+            tool,
+            json!({"namespace": "pending", "limit": "all"}),
+            Sdk,
+            &["`limit`: invalid type: string \"all\""],
+        )
+        .await;
         f.refuse(tool, json!({"namespace": "bad ns"}), invalid, &["bad ns"]).await;
         f.refuse(tool, json!({"namespace": "pending", "dry_run": false}), Sdk, &["unknown field `dry_run`"]).await;
-        f.refuse(tool, json!({"all_namespaces": "yes"}), Sdk, &["invalid type: string \"yes\""]).await;
+        f.refuse(tool, json!({"all_namespaces": "yes"}), Sdk, &["`all_namespaces`: invalid type: string \"yes\""])
+            .await;
     }
 
     for limit in [0, 501] {
         f.refuse("merges_list", json!({"limit": limit}), invalid, &[&format!("`limit` is {limit}"), "1 to 500"]).await;
     }
-    f.refuse("merges_list", json!({"limit": "x"}), Sdk, &["invalid type: string \"x\""]).await;
+    f.refuse("merges_list", json!({"limit": "x"}), Sdk, &["`limit`: invalid type: string \"x\""]).await;
     f.refuse("merges_list", json!({"namespace": "bad ns"}), invalid, &["bad ns"]).await;
     f.refuse("merges_list", json!({"domain": "bad domain"}), invalid, &["bad domain"]).await;
     f.refuse("merges_list", json!({"run": run_id}), Sdk, &["unknown field `run`"]).await;
@@ -163,8 +177,8 @@ async fn mcp_stdio_dedup_and_merge_tools_refuse_bad_arguments_and_write_nothing(
     f.refuse("merge_undo", json!({"merge_id": merge_id, "run_id": run_id}), invalid, &[exactly_one]).await;
     f.refuse("merge_undo", json!({"merge_id": 999}), Tool("not_found"), &["no merge with id 999"]).await;
     f.refuse("merge_undo", json!({"run_id": "no-such-run"}), Tool("not_found"), &["\"no-such-run\""]).await;
-    f.refuse("merge_undo", json!({"merge_id": merge_id.to_string()}), Sdk, &["invalid type: string"]).await;
-    f.refuse("merge_undo", json!({"merge_id": 1.5}), Sdk, &["invalid type: floating point `1.5`"]).await;
+    f.refuse("merge_undo", json!({"merge_id": merge_id.to_string()}), Sdk, &["`merge_id`: invalid type: string"]).await;
+    f.refuse("merge_undo", json!({"merge_id": 1.5}), Sdk, &["`merge_id`: invalid type: floating point `1.5`"]).await;
     f.refuse("merge_undo", json!({"id": merge_id}), Sdk, &["unknown field `id`"]).await;
 
     // The merge is still in force and can be undone.
@@ -199,11 +213,18 @@ async fn mcp_stdio_fact_tools_refuse_bad_arguments_and_write_nothing() {
         let needles = [&format!("`confidence` is {confidence}")[..], "not a number from 0 to 1"];
         f.refuse("facts_add", good(json!({"confidence": confidence})), invalid, &needles).await;
     }
-    f.refuse("facts_add", good(json!({"confidence": "high"})), Sdk, &["invalid type: string \"high\""]).await;
+    f.refuse("facts_add", good(json!({"confidence": "high"})), Sdk, &["`confidence`: invalid type: string \"high\""])
+        .await;
     f.refuse("facts_add", good(json!({"confidence": null})), Sdk, &["missing field `confidence`"]).await;
-    f.refuse("facts_add", good(json!({"category": "mood"})), Sdk, &["unknown variant `mood`", "preference"]).await;
+    f.refuse(
+        "facts_add",
+        good(json!({"category": "mood"})),
+        Sdk,
+        &["`category`: unknown variant `mood`", "preference"],
+    )
+    .await;
     f.refuse("facts_add", good(json!({"category": null})), Sdk, &["missing field `category`"]).await;
-    f.refuse("facts_add", good(json!({"content": 5})), Sdk, &["invalid type: integer `5`"]).await;
+    f.refuse("facts_add", good(json!({"content": 5})), Sdk, &["`content`: invalid type: integer `5`"]).await;
     f.refuse("facts_add", good(json!({"content": null, "text": new})), Sdk, &["unknown field `text`"]).await;
     f.refuse("facts_add", good(json!({"content": ""})), invalid, &["`content` is empty"]).await;
     f.refuse("facts_add", good(json!({"content": oversized()})), invalid, &["`content` is 1048577 bytes"]).await;
@@ -212,7 +233,7 @@ async fn mcp_stdio_fact_tools_refuse_bad_arguments_and_write_nothing() {
 
     f.refuse("facts_context", json!({"max_tokens": 0}), invalid, &["`max_tokens` is 0", "1 to 1000000"]).await;
     f.refuse("facts_context", json!({"max_tokens": 1_000_001}), invalid, &["`max_tokens` is 1000001"]).await;
-    f.refuse("facts_context", json!({"max_tokens": -5}), Sdk, &["invalid value: integer `-5`"]).await;
+    f.refuse("facts_context", json!({"max_tokens": -5}), Sdk, &["`max_tokens`: invalid value: integer `-5`"]).await;
     f.refuse("facts_context", json!({"namespace": "bad ns"}), invalid, &["bad ns"]).await;
     f.refuse("facts_context", json!({"budget": 100}), Sdk, &["unknown field `budget`"]).await;
 

@@ -4,7 +4,6 @@ use std::sync::Arc;
 
 use rmcp::RoleServer;
 use rmcp::handler::server::router::tool::ToolRouter;
-use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, Implementation, ServerCapabilities, ServerConfig};
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -15,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use crate::access::Access;
 use crate::args::{
     DedupArgs, FactsAddArgs, FactsContextArgs, FactsExtractArgs, MemoryAddArgs, MemoryCheckArgs, MemoryGetArgs,
-    MemorySearchArgs, MergeUndoArgs, MergesListArgs,
+    MemorySearchArgs, MergeUndoArgs, MergesListArgs, Parameters,
 };
 use crate::context::McpContext;
 use crate::reply::into_call_result;
