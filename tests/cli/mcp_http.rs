@@ -204,3 +204,35 @@ async fn mcp_http_refuses_requests_over_max_body_bytes() {
     }
     assert_eq!(live_contents(&db, "notes"), ["A short note fits in the body limit"]);
 }
+
+/// The fact tools of `/mcp` keep the server's fact policy (`[server.facts]`), as the
+/// REST routes of the same server do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_http_fact_tools_follow_the_server_facts_policy() {
+    let (dir, db) = sqlite_db();
+    let config = dir.path().join("memdedup.toml");
+    std::fs::write(&config, "[server.facts]\nmin_confidence = 0.9\nmax_facts = 2\n").expect("write memdedup.toml");
+    let config = config.display().to_string();
+    let server = HttpServer::start(&["--config", &config, "--db", &db, "serve", "--addr", "127.0.0.1:0"], &[]);
+    let client = http_client(&server.mcp_url(), None).await.expect("initialises");
+    let add =
+        |content: &str, confidence: f64| json!({"content": content, "category": "goal", "confidence": confidence});
+    let low = call_ok(&client, "facts_add", add("Wants to learn Haskell", 0.8)).await;
+    assert_eq!((&low["outcome"], &low["threshold"]), (&json!("low_confidence"), &json!(0.9)), "{low}");
+    let mut ids = Vec::new();
+    for (content, confidence) in [("Wants to run a marathon", 0.95), ("Wants to learn Rust", 0.96)] {
+        let added = call_ok(&client, "facts_add", add(content, confidence)).await;
+        assert_eq!((&added["outcome"], &added["evicted"]), (&json!("added"), &json!([])), "{added}");
+        ids.push(added["fact"]["id"].as_str().unwrap().to_owned());
+    }
+    let third = call_ok(&client, "facts_add", add("Wants to write a book", 0.97)).await;
+    assert_eq!(third["outcome"], "added", "{third}");
+    assert_eq!(
+        third["evicted"].as_array().map(|e| e.iter().map(|f| f["id"].clone()).collect::<Vec<_>>()),
+        Some(vec![json!(ids[0])]),
+        "the least confident fact makes room: {third}"
+    );
+    let context = call_ok(&client, "facts_context", json!({})).await;
+    assert_eq!(context["facts"], 2, "{context}");
+    close(client).await;
+}

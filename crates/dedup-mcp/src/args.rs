@@ -190,7 +190,8 @@ pub struct FactsAddArgs {
     /// What the fact is about.
     #[schemars(with = "FactCategoryName")]
     pub category: FactCategory,
-    /// How sure you are, 0 to 1; facts below the server's threshold (0.7 by default) are not stored.
+    /// How sure you are, 0 to 1; facts below the server's threshold (0.5 by default; under
+    /// `memdedup serve`, its `[server.facts] min_confidence`) are not stored.
     pub confidence: f64,
     /// The namespace (default `default`).
     #[serde(default)]
