@@ -13,7 +13,7 @@ use crate::mcp_support::{
     DECISION, DECISION_PARAPHRASE, DOCS, LUNCH, TEN_TOOLS, UNRELATED, add_stored, call_err, call_ok, close, db_state,
     live_contents, mcp_command, sorted, stdio_client, tools, within,
 };
-use crate::support::{require_model, run_json, sqlite_db};
+use crate::support::{FETCH_MODEL, require_model, run_json, sqlite_db};
 
 /// The members of a tool's input schema that must be given.
 fn required(schema: &serde_json::Map<String, Value>) -> BTreeSet<String> {
@@ -294,4 +294,34 @@ async fn mcp_stdio_debug_logs_never_contain_memory_text() {
     }
     let live = run_json(&db, &["list", "--limit", "0"]);
     assert_eq!(live.as_array().map(Vec::len), Some(1), "the memory was stored once: {live}");
+}
+
+/// Without the local model the server still starts: the exact check and storing work
+/// (fail-open, as `memdedup add`), and what needs the model fails naming the fetch command.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_stdio_without_the_model_stores_fail_open_and_names_the_fetch_command() {
+    let (_dir, db) = sqlite_db();
+    let empty = tempfile::tempdir().expect("temporary directory");
+    let model_dir = empty.path().display().to_string();
+    let transport = TokioChildProcess::new(mcp_command(&db, &["--model-dir", &model_dir], &[])).expect("starts");
+    let client = within("initialize", ().serve(transport)).await.expect("the server starts without the model");
+    assert_eq!(tools(&client).await.len(), TEN_TOOLS.len());
+
+    let added = call_ok(&client, "memory_add", json!({"content": DECISION})).await;
+    assert_eq!((&added["stored"], &added["embedded"]), (&json!(1), &json!(false)), "{added}");
+    assert_eq!(added["check"]["degraded"][0]["check"], "semantic", "{added}");
+    assert!(added["check"]["degraded"][0]["error"].as_str().unwrap().contains(FETCH_MODEL), "{added}");
+    assert!(added["explanation"].as_str().unwrap().contains("without an embedding"), "{added}");
+    let again = call_ok(&client, "memory_add", json!({"content": DECISION})).await;
+    assert_eq!((&again["stored"], &again["check"]["reason"]), (&Value::Null, &json!("ExactMatch")), "{again}");
+
+    let before = db_state(&db, &[]);
+    for (tool, args) in [("memory_search", json!({"query": "database"})), ("dedup_run", json!({}))] {
+        let message = call_err(&client, tool, args, "failed").await;
+        assert!(message.contains(FETCH_MODEL), "{tool}: {message}");
+    }
+    assert_eq!(db_state(&db, &[]), before, "the failed calls wrote nothing");
+    let fact = json!({"content": "Prefers tea", "category": "preference", "confidence": 0.9});
+    assert_eq!(call_ok(&client, "facts_add", fact).await["outcome"], "added");
+    close(client).await;
 }

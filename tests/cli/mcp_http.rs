@@ -123,9 +123,11 @@ async fn mcp_http_bearer_tokens_refuse_strangers_and_limit_namespaces() {
     assert_eq!(merge_ids(&agents, json!({})).await, [agents_merge]);
     assert_eq!(merge_ids(&agents, json!({"include_undone": true})).await, [agents_merge]);
     assert_eq!(merge_ids(&agents, json!({"run_id": other_run})).await, Vec::<i64>::new());
-    let mut all = merge_ids(&admin, json!({})).await;
-    all.sort_unstable();
-    assert_eq!(all, [other_merge.min(agents_merge), other_merge.max(agents_merge)]);
+    let all = merge_ids(&admin, json!({})).await;
+    assert_eq!(all, [other_merge, agents_merge], "merges are numbered in the order they were made");
+    let latest = call_ok(&admin, "merges_list", json!({"limit": 1})).await;
+    assert_eq!((&latest["total"], &latest["merges"][0]["id"]), (&json!(2), &json!(agents_merge)), "{latest}");
+    assert_eq!(latest["merges"].as_array().map(Vec::len), Some(1), "{latest}");
     let scope_of_passes = |report: &Value| -> Vec<String> {
         report["passes"].as_array().expect("passes").iter().map(|p| p["scope"].as_str().unwrap().to_owned()).collect()
     };
@@ -142,7 +144,7 @@ async fn mcp_http_bearer_tokens_refuse_strangers_and_limit_namespaces() {
     close(agents).await;
     close(admin).await;
 
-    let stderr = server.stop();
+    let stderr = server.stop_gracefully();
     assert!(stderr.contains("/mcp"), "requests are logged:\n{stderr}");
     for secret in ["PostgreSQL", "billing", "cafeteria", "documentation", "Likes tea"] {
         assert!(!stderr.contains(secret), "{secret:?} leaked into the logs:\n{stderr}");
@@ -152,7 +154,7 @@ async fn mcp_http_bearer_tokens_refuse_strangers_and_limit_namespaces() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mcp_http_without_tokens_serves_clients_without_a_token_on_loopback_hosts_only() {
     let (_dir, db) = sqlite_db();
-    let server = HttpServer::start(&["--db", &db, "serve", "--addr", "127.0.0.1:0"], &[]);
+    let mut server = HttpServer::start(&["--db", &db, "serve", "--addr", "127.0.0.1:0"], &[]);
     let url = server.mcp_url();
     let client = http_client(&url, None).await.expect("no token is needed");
     assert_eq!(tool_names(&client).await, sorted(&TEN_TOOLS));
@@ -162,7 +164,6 @@ async fn mcp_http_without_tokens_serves_clients_without_a_token_on_loopback_host
     let got = call_ok(&client, "memory_get", json!({"id": id.to_string()})).await;
     assert_eq!((&got["urn"], &got["memory"]["content"]), (&json!(urn), &json!("Short note kept over HTTP")));
     assert_eq!(live_contents(&db, "notes"), ["Short note kept over HTTP"]);
-    close(client).await;
 
     // Without tokens only loopback host names are served (no DNS rebinding).
     let http = reqwest::Client::new();
@@ -183,6 +184,11 @@ async fn mcp_http_without_tokens_serves_clients_without_a_token_on_loopback_host
     }
     assert_eq!(statuses[0].1, 200, "{statuses:?}");
     assert!((400..500).contains(&statuses[1].1), "a foreign Host is refused: {statuses:?}");
+
+    // A graceful stop does not wait for the open session to hang up.
+    let stderr = server.stop_gracefully();
+    assert!(stderr.contains("memdedup: stopped"), "{stderr}");
+    drop(client);
 }
 
 /// `[server] max_body_bytes` bounds the requests of `/mcp` as it bounds the REST API's:

@@ -272,10 +272,29 @@ impl HttpServer {
     /// Stops the server with SIGTERM (killing it if it does not exit in time) and returns
     /// all it wrote on stderr.
     pub fn stop(&mut self) -> String {
+        self.terminate().1
+    }
+
+    /// Stops the server with SIGTERM, expecting it to exit by itself, successfully, within
+    /// the stop timeout; returns all it wrote on stderr.
+    pub fn stop_gracefully(&mut self) -> String {
+        let (status, stderr) = self.terminate();
+        assert!(status.is_some_and(|s| s.success()), "the server did not stop gracefully ({status:?}):\n{stderr}");
+        stderr
+    }
+
+    /// SIGTERM, then a kill after [`STOP_TIMEOUT`]: the exit status when the server exited
+    /// by itself, and its stderr.
+    fn terminate(&mut self) -> (Option<std::process::ExitStatus>, String) {
+        let mut status = None;
         if let Some(mut child) = self.child.take() {
             let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
             let deadline = Instant::now() + STOP_TIMEOUT;
-            while matches!(child.try_wait(), Ok(None)) && Instant::now() < deadline {
+            while Instant::now() < deadline {
+                if let Ok(Some(exited)) = child.try_wait() {
+                    status = Some(exited);
+                    break;
+                }
                 std::thread::sleep(Duration::from_millis(20));
             }
             let _ = child.kill();
@@ -284,7 +303,7 @@ impl HttpServer {
         if let Some(reader) = self.reader.take() {
             let _ = reader.join();
         }
-        self.stderr.lock().map(|s| s.clone()).unwrap_or_default()
+        (status, self.stderr.lock().map(|s| s.clone()).unwrap_or_default())
     }
 }
 
