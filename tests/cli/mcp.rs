@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 use tokio::io::AsyncReadExt;
 
 use crate::mcp_support::{
-    DECISION, DECISION_PARAPHRASE, DOCS, LUNCH, TEN_TOOLS, UNRELATED, add_stored, call_err, call_ok, close, db_state,
-    live_contents, mcp_command, sorted, stdio_client, tools, within,
+    DECISION, DECISION_PARAPHRASE, DOCS, LUNCH, TEN_TOOLS, UNRELATED, add_stored, assert_mentions, call, call_err,
+    call_ok, close, db_state, live_contents, mcp_command, sorted, stdio_client, tools, within,
 };
 use crate::support::{FETCH_MODEL, require_model, run_json, sqlite_db};
 
@@ -314,6 +314,14 @@ async fn mcp_stdio_without_the_model_stores_fail_open_and_names_the_fetch_comman
     assert!(added["explanation"].as_str().unwrap().contains("without an embedding"), "{added}");
     let again = call_ok(&client, "memory_add", json!({"content": DECISION})).await;
     assert_eq!((&again["stored"], &again["check"]["reason"]), (&Value::Null, &json!("ExactMatch")), "{again}");
+    // "unique" without the semantic check is not the whole answer, and the check says so.
+    let reply = call(&client, "memory_check", json!({"content": DECISION_PARAPHRASE})).await;
+    assert_eq!((reply.is_error, &reply.structured["verdict"]), (false, &json!("unique")), "{reply:?}");
+    assert_mentions(
+        &reply.text,
+        &["unique in global/default", "the semantic check failed and was skipped", FETCH_MODEL],
+    );
+    assert_eq!(reply.structured["explanation"], json!(reply.text), "{reply:?}");
 
     let before = db_state(&db, &[]);
     for (tool, args) in [("memory_search", json!({"query": "database"})), ("dedup_run", json!({}))] {
