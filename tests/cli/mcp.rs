@@ -333,3 +333,64 @@ async fn mcp_stdio_without_the_model_stores_fail_open_and_names_the_fetch_comman
     assert_eq!(call_ok(&client, "facts_add", fact).await["outcome"], "added");
     close(client).await;
 }
+
+/// The wire format without the SDK: newline-delimited JSON-RPC on stdout and nothing
+/// else, camelCase result members, and a clean exit when the client closes stdin, after
+/// answering every request (one that loads the model too).
+#[test]
+fn mcp_stdio_speaks_plain_json_rpc_and_exits_cleanly_when_stdin_closes() {
+    use std::io::Write;
+    let (_dir, db) = sqlite_db();
+    let mut child = mcp_command(&db, &[], &[])
+        .as_std_mut()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("memdedup mcp starts");
+    let messages = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18",
+            "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "memory_get", "arguments": {"id": "abc"}}}),
+        json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "facts_add",
+            "arguments": {"content": "Prefers tea", "category": "preference", "confidence": 0.9}}}),
+        json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "memory_add",
+            "arguments": {"content": DECISION}}}),
+    ];
+    let mut stdin = child.stdin.take().expect("stdin is piped");
+    for message in &messages {
+        writeln!(stdin, "{message}").expect("the server reads stdin");
+    }
+    drop(stdin);
+    let (done, exited) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(child.wait_with_output());
+    });
+    let output = exited
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the server exits once stdin is closed")
+        .expect("the server's output is readable");
+    assert!(output.status.success(), "{:?}\n{}", output.status, String::from_utf8_lossy(&output.stderr));
+    let stdout = String::from_utf8(output.stdout).expect("stdout is UTF-8");
+    let replies: Vec<Value> = stdout
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON-RPC ({e}): {line:?}\n{stdout}")))
+        .collect();
+    let ids: Vec<&Value> = replies.iter().map(|r| &r["id"]).collect();
+    assert_eq!(ids, [1, 2, 3, 4, 5].map(|id| json!(id)).iter().collect::<Vec<_>>(), "one reply per request:\n{stdout}");
+    assert_eq!(replies[0]["result"]["serverInfo"]["name"], "memdedup", "{stdout}");
+    assert_eq!(replies[1]["result"]["tools"].as_array().map(Vec::len), Some(TEN_TOOLS.len()), "{stdout}");
+    let refused = &replies[2]["result"];
+    assert_eq!(refused["isError"], true, "{refused}");
+    assert_eq!(refused["structuredContent"]["error"]["kind"], "invalid_argument", "{refused}");
+    assert_eq!(refused["content"][0]["type"], "text", "{refused}");
+    let added = &replies[3]["result"];
+    assert_ne!(added["isError"], true, "{added}");
+    assert_eq!(added["structuredContent"]["outcome"], "added", "{added}");
+    assert_eq!(replies[4]["result"]["structuredContent"]["stored"], 1, "{stdout}");
+    let facts = run_json(&db, &["facts", "list"]);
+    assert_eq!(facts.as_array().map(Vec::len), Some(1), "{facts}");
+    assert_eq!(live_contents(&db, "default"), [DECISION], "calls in flight at the end of stdin are finished");
+}
