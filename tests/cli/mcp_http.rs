@@ -242,3 +242,36 @@ async fn mcp_http_fact_tools_follow_the_server_facts_policy() {
     assert_eq!(context["facts"], 2, "{context}");
     close(client).await;
 }
+
+/// Eight concurrent `memory_add` calls of one decision and its paraphrase, over four
+/// sessions, store one memory; every other call names it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_http_concurrent_adds_over_several_sessions_store_one_memory() {
+    require_model();
+    let (_dir, db) = sqlite_db();
+    let server = HttpServer::start(&["--db", &db, "serve", "--addr", "127.0.0.1:0"], &[]);
+    let mut clients = Vec::new();
+    for _ in 0..4 {
+        clients.push(std::sync::Arc::new(http_client(&server.mcp_url(), None).await.expect("initialises")));
+    }
+    let tasks: Vec<_> = (0..8)
+        .map(|i| {
+            let client = std::sync::Arc::clone(&clients[i % clients.len()]);
+            let content = if i % 2 == 0 { DECISION } else { DECISION_PARAPHRASE };
+            tokio::spawn(async move {
+                call_ok(&client, "memory_add", json!({"content": content, "namespace": "decisions"})).await
+            })
+        })
+        .collect();
+    let mut replies = Vec::new();
+    for task in tasks {
+        replies.push(task.await.expect("the call's task"));
+    }
+    let stored: Vec<&Value> = replies.iter().filter(|r| !r["stored"].is_null()).collect();
+    assert_eq!(stored.len(), 1, "{replies:#?}");
+    let urn = &stored[0]["urn"];
+    for reply in replies.iter().filter(|r| r["stored"].is_null()) {
+        assert_eq!((&reply["check"]["is_duplicate"], &reply["check"]["matched_urn"]), (&json!(true), urn), "{reply}");
+    }
+    assert_eq!(live_contents(&db, "decisions").len(), 1);
+}
