@@ -275,3 +275,69 @@ async fn mcp_http_concurrent_adds_over_several_sessions_store_one_memory() {
     }
     assert_eq!(live_contents(&db, "decisions").len(), 1);
 }
+
+/// Sends one JSON-RPC message to `/mcp` as `token`, in `session`: the status, the session
+/// id the server names, and the JSON-RPC reply (from a JSON or an event-stream body).
+async fn post_raw(
+    url: &str,
+    token: Option<&str>,
+    session: Option<&str>,
+    message: Value,
+) -> (u16, Option<String>, Value) {
+    let mut request = reqwest::Client::new()
+        .post(url)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-06-18")
+        .json(&message);
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    if let Some(session) = session {
+        request = request.header("mcp-session-id", session);
+    }
+    let response = request.send().await.expect("the server answers");
+    let status = response.status().as_u16();
+    let session = response.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let body = response.text().await.expect("a body");
+    let reply = body
+        .lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .chain(std::iter::once(body.as_str()))
+        .find_map(|data| serde_json::from_str::<Value>(data.trim()).ok().filter(|v| v.get("jsonrpc").is_some()))
+        .unwrap_or(Value::Null);
+    (status, session, reply)
+}
+
+/// The token of each request decides what it may do, not the token that opened the session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_http_each_request_is_limited_by_its_own_token_not_the_sessions() {
+    let (dir, db) = sqlite_db();
+    let config = dir.path().join("memdedup.toml");
+    std::fs::write(&config, TOKENS).expect("write memdedup.toml");
+    let config = config.display().to_string();
+    let server = HttpServer::start(&["--config", &config, "--db", &db, "serve", "--addr", "127.0.0.1:0"], &[]);
+    let url = server.mcp_url();
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}});
+    let (status, session, reply) = post_raw(&url, Some(ADMIN_TOKEN), None, initialize).await;
+    assert_eq!(status, 200, "{reply}");
+    let session = session.expect("the server opens a session");
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let (status, _, _) = post_raw(&url, Some(ADMIN_TOKEN), Some(&session), initialized).await;
+    assert!((200..300).contains(&status), "{status}");
+
+    let add = |id: u64| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "memory_add",
+            "arguments": {"content": "Short note for the other namespace", "namespace": "other"}}})
+    };
+    let (status, _, reply) = post_raw(&url, Some(AGENTS_TOKEN), Some(&session), add(2)).await;
+    assert_eq!(status, 200, "{reply}");
+    assert_eq!(reply["result"]["isError"], true, "{reply}");
+    assert_eq!(reply["result"]["structuredContent"]["error"]["kind"], "forbidden", "{reply}");
+    let (status, _, _) = post_raw(&url, None, Some(&session), add(3)).await;
+    assert_eq!(status, 401, "a session id is no credential");
+    assert!(live_contents(&db, "other").is_empty(), "nothing was stored in other");
+    let (status, _, reply) = post_raw(&url, Some(ADMIN_TOKEN), Some(&session), add(4)).await;
+    assert_eq!((status, &reply["result"]["structuredContent"]["stored"]), (200, &json!(1)), "{reply}");
+    assert_eq!(live_contents(&db, "other"), ["Short note for the other namespace"]);
+}
