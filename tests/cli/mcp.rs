@@ -196,10 +196,22 @@ async fn mcp_stdio_dedup_scan_writes_nothing_run_merges_and_undo_restores() {
     assert_eq!(all["merges"][0]["id"], merge_id, "{all}");
     assert!(all["merges"][0]["undone_at"].is_string(), "{all}");
 
-    // Undo keeps the pair from being merged again.
+    // Undo keeps the pair from being merged again, unless told otherwise.
     let again = call_ok(&client, "dedup_run", json!({"namespace": ns})).await;
     assert_eq!(again["merged"], 0, "{again}");
     assert_eq!(live_contents(&db, ns), expected_live);
+    let other = "lessons-again";
+    for text in DOCS {
+        add_stored(&client, other, text).await;
+    }
+    let first = call_ok(&client, "dedup_run", json!({"namespace": other})).await;
+    let first_run = first["run_id"].as_str().expect("a run id");
+    assert_eq!(first["merged"], 1, "{first}");
+    call_ok(&client, "merge_undo", json!({"run_id": first_run, "allow_remerge": true})).await;
+    assert_eq!(live_contents(&db, other).len(), 2);
+    let remerged = call_ok(&client, "dedup_run", json!({"namespace": other})).await;
+    assert_eq!(remerged["merged"], 1, "allow_remerge lets the next run merge them again: {remerged}");
+    assert_eq!(live_contents(&db, other).len(), 1);
     close(client).await;
 }
 
