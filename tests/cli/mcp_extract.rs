@@ -1,11 +1,19 @@
-//! `facts_extract` over stdio: offered only when a language model is configured (here a
-//! fake OpenAI-compatible server), storing the confident facts, and storing nothing when
-//! the model fails.
+//! The MCP tools with a language model configured: `facts_extract` over stdio, offered
+//! only then (here with a fake OpenAI-compatible server), storing the confident facts and
+//! nothing when the model fails; and a judge that cannot be made.
+
+use std::process::Stdio;
 
 use dedup_llm::fake::{FakeLlm, FakeReply};
+use rmcp::ServiceExt;
+use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
+use tokio::io::AsyncReadExt;
 
-use crate::mcp_support::{TEN_TOOLS, call_err, call_ok, close, sorted, stdio_client_with, tool_names};
+use crate::mcp_support::{
+    HttpServer, TEN_TOOLS, call_err, call_ok, close, db_state, http_client, mcp_command, sorted, stdio_client_with,
+    tool_names, within,
+};
 use crate::support::{run_json, sqlite_db};
 
 /// The key the server sends to the model; it must never reach a tool result.
@@ -130,4 +138,45 @@ async fn mcp_stdio_facts_extract_with_a_fake_llm_stores_confident_facts_and_noth
     assert!(message.contains("bad ns"), "{message}");
     assert_eq!(fake.request_count(), 4, "no refused call reached the model");
     close(client).await;
+}
+
+/// An anthropic judge without an API key cannot be made: `memdedup mcp` and `memdedup
+/// serve` still start (warning once per tool they lose), the dedup tools answer
+/// `not_configured` with the reason, and the other tools work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_with_an_anthropic_judge_without_a_key_serves_every_tool_but_assisted_dedup() {
+    let (_dir, db) = sqlite_db();
+    let envs = [("MEMDEDUP_JUDGE", "anthropic")];
+    let (transport, stderr) = TokioChildProcess::builder(mcp_command(&db, &[], &envs))
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("memdedup mcp starts");
+    let mut stderr = stderr.expect("stderr is piped");
+    let collected = tokio::spawn(async move {
+        let mut text = String::new();
+        stderr.read_to_string(&mut text).await.expect("stderr is UTF-8");
+        text
+    });
+    let stdio = within("initialize", ().serve(transport)).await.expect("the server starts without the judge");
+    let mut server = HttpServer::start(&["--db", &db, "serve", "--addr", "127.0.0.1:0"], &envs);
+    let http = http_client(&server.mcp_url(), None).await.expect("/mcp is served");
+
+    for (client, namespace) in [(&stdio, "over-stdio"), (&http, "over-http")] {
+        assert_eq!(tool_names(client).await, sorted(&TEN_TOOLS), "no facts_extract without a model");
+        let added = call_ok(client, "memory_add", json!({"content": "Short note", "namespace": namespace})).await;
+        assert!(added["stored"].is_i64(), "{added}");
+        let before = db_state(&db, &[]);
+        for tool in ["dedup_scan", "dedup_run"] {
+            let message = call_err(client, tool, json!({"namespace": namespace}), "not_configured").await;
+            assert!(message.contains("the anthropic judge needs an API key"), "{tool}: {message}");
+        }
+        assert_eq!(db_state(&db, &[]), before);
+    }
+    close(http).await;
+    close(stdio).await;
+    for stderr in [within("the server's exit", collected).await.expect("stderr"), server.stop_gracefully()] {
+        for off in ["warning: dedup_scan and dedup_run are off", "warning: facts_extract is off"] {
+            assert!(stderr.contains(off), "{off:?} is not in:\n{stderr}");
+        }
+    }
 }
