@@ -340,4 +340,19 @@ async fn mcp_http_each_request_is_limited_by_its_own_token_not_the_sessions() {
     let (status, _, reply) = post_raw(&url, Some(ADMIN_TOKEN), Some(&session), add(4)).await;
     assert_eq!((status, &reply["result"]["structuredContent"]["stored"]), (200, &json!(1)), "{reply}");
     assert_eq!(live_contents(&db, "other"), ["Short note for the other namespace"]);
+
+    // Neither the event stream nor ending the session is open to a request without a token.
+    let http = reqwest::Client::new();
+    for method in [reqwest::Method::GET, reqwest::Method::DELETE] {
+        let response = http
+            .request(method.clone(), &url)
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", &session)
+            .send()
+            .await
+            .expect("the server answers");
+        assert_eq!(response.status().as_u16(), 401, "{method} /mcp without a token");
+    }
+    let (status, _, reply) = post_raw(&url, Some(ADMIN_TOKEN), Some(&session), add(5)).await;
+    assert_eq!((status, &reply["result"]["structuredContent"]["check"]["reason"]), (200, &json!("ExactMatch")));
 }
