@@ -2,13 +2,47 @@
 //! the doc comments are the descriptions. Unknown members are refused, so a misspelt
 //! argument is an error rather than a silent default.
 
+use std::borrow::Cow;
+
 use memdedup::crates::core::FactCategory;
 use memdedup::crates::store::MAX_CONTENT_BYTES;
 use memdedup::{DEFAULT_DOMAIN, Scope};
-use schemars::JsonSchema;
+use rmcp::ErrorData;
+use rmcp::handler::server::common::FromContextPart;
+use rmcp::handler::server::tool::ToolCallContext;
+use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::Deserialize;
+use serde::de::DeserializeOwned;
 
 use crate::reply::ToolError;
+
+/// A tool's arguments: rmcp's `Parameters`, except that a member of the wrong type is
+/// named in the error (`` `limit`: invalid type: string "x", expected u32 ``), not only
+/// its type. The `#[tool]` macro takes the input schema from the argument type named
+/// `Parameters`, so the schema is `T`'s.
+pub(crate) struct Parameters<T>(pub(crate) T);
+
+impl<T: JsonSchema> JsonSchema for Parameters<T> {
+    fn schema_name() -> Cow<'static, str> {
+        T::schema_name()
+    }
+
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        T::json_schema(generator)
+    }
+}
+
+impl<S, T: DeserializeOwned> FromContextPart<ToolCallContext<'_, S>> for Parameters<T> {
+    fn from_context_part(context: &mut ToolCallContext<'_, S>) -> Result<Self, ErrorData> {
+        let arguments = serde_json::Value::Object(context.arguments.take().unwrap_or_default());
+        serde_path_to_error::deserialize(arguments).map(Parameters).map_err(|error| {
+            let path = error.path().to_string();
+            let member = if path == "." { String::new() } else { format!("`{path}`: ") };
+            // rmcp turns an invalid-params error with this prefix into a tool error.
+            ErrorData::invalid_params(format!("failed to deserialize parameters: {member}{}", error.into_inner()), None)
+        })
+    }
+}
 
 /// Where a memory lives: a namespace (`decisions`, `learnings`, …) in a domain.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
@@ -156,7 +190,8 @@ pub struct FactsAddArgs {
     /// What the fact is about.
     #[schemars(with = "FactCategoryName")]
     pub category: FactCategory,
-    /// How sure you are, 0 to 1; facts below the server's threshold (0.7 by default) are not stored.
+    /// How sure you are, 0 to 1; facts below the server's threshold (0.5 by default; under
+    /// `memdedup serve`, its `[server.facts] min_confidence`) are not stored.
     pub confidence: f64,
     /// The namespace (default `default`).
     #[serde(default)]

@@ -14,6 +14,9 @@ pub struct McpContext {
     pub(crate) dedup_options: DedupOptions,
     pub(crate) chat: Option<Arc<dyn ChatModel>>,
     pub(crate) fact_policy: FactPolicy,
+    /// Why the configured judge cannot be made, when it cannot: `dedup_scan` and
+    /// `dedup_run` then say so rather than judge with another.
+    pub(crate) judge_unavailable: Option<String>,
 }
 
 impl McpContext {
@@ -26,7 +29,14 @@ impl McpContext {
         if let Some(hint) = judge.default_min_confidence() {
             dedup_options.rules.min_confidence_hint = hint;
         }
-        McpContext { service, judge, dedup_options, chat: None, fact_policy: FactPolicy::default() }
+        McpContext {
+            service,
+            judge,
+            dedup_options,
+            chat: None,
+            fact_policy: FactPolicy::default(),
+            judge_unavailable: None,
+        }
     }
 
     /// This context with `judge` deciding `dedup_scan` and `dedup_run`, with `options`
@@ -34,6 +44,14 @@ impl McpContext {
     pub fn with_judge(mut self, judge: Arc<dyn Judge>, options: DedupOptions) -> McpContext {
         self.judge = judge;
         self.dedup_options = options;
+        self
+    }
+
+    /// This context without a judge for `dedup_scan` and `dedup_run`: the configured one
+    /// cannot be made (`why`, such as a missing API key), and those tools answer
+    /// `not_configured` with it while the other tools work.
+    pub fn without_judge(mut self, why: impl Into<String>) -> McpContext {
+        self.judge_unavailable = Some(why.into());
         self
     }
 

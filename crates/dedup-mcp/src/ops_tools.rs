@@ -57,6 +57,11 @@ pub(crate) async fn dedup(context: &McpContext, access: &Access, args: DedupArgs
         access.check(&scope)?;
         vec![scope]
     };
+    if let Some(why) = &context.judge_unavailable {
+        return Err(ToolError::NotConfigured(format!(
+            "assisted dedup needs the configured judge, which cannot be made: {why}"
+        )));
+    }
     let Some(embedder) = context.service.embedder() else {
         return Err(ToolError::NotConfigured(
             "assisted dedup needs the embedding model for its candidates, and this server runs without one".to_owned(),

@@ -4,7 +4,6 @@ use std::sync::Arc;
 
 use rmcp::RoleServer;
 use rmcp::handler::server::router::tool::ToolRouter;
-use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, Implementation, ServerCapabilities, ServerConfig};
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -15,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use crate::access::Access;
 use crate::args::{
     DedupArgs, FactsAddArgs, FactsContextArgs, FactsExtractArgs, MemoryAddArgs, MemoryCheckArgs, MemoryGetArgs,
-    MemorySearchArgs, MergeUndoArgs, MergesListArgs,
+    MemorySearchArgs, MergeUndoArgs, MergesListArgs, Parameters,
 };
 use crate::context::McpContext;
 use crate::reply::into_call_result;
@@ -24,7 +23,8 @@ use crate::{memory_tools, ops_tools};
 /// Most memories `memory_search` returns.
 pub const MAX_SEARCH_RESULTS: u32 = 50;
 
-/// Every tool's name, in the order they are listed (`facts_extract` only with a chat model).
+/// Every tool's name (`facts_extract` only with a chat model). `tools/list` gives them
+/// sorted by name, not in this order.
 pub const TOOL_NAMES: [&str; 11] = [
     "memory_check",
     "memory_add",
@@ -273,12 +273,18 @@ pub async fn serve_stdio(context: Arc<McpContext>) -> crate::Result<()> {
 /// server without tokens, which may only listen on loopback, should accept: it keeps web
 /// pages from reaching it through DNS rebinding); with true any host is (a server with
 /// bearer tokens, which guard the route instead).
+///
+/// A request body over `max_body_bytes` is refused with 413, as the rest of the server
+/// refuses one (the SDK's own limit is larger).
 pub fn http_service(
     context: Arc<McpContext>,
     shutdown: CancellationToken,
     any_host: bool,
+    max_body_bytes: usize,
 ) -> StreamableHttpService<MemdedupMcp, LocalSessionManager> {
-    let mut config = StreamableHttpServerConfig::default().with_cancellation_token(shutdown);
+    let mut config = StreamableHttpServerConfig::default()
+        .with_cancellation_token(shutdown)
+        .with_max_request_body_bytes(max_body_bytes);
     if any_host {
         config = config.disable_allowed_hosts();
     }

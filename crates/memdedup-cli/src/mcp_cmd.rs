@@ -27,7 +27,10 @@ pub(crate) async fn run(global: &GlobalArgs) -> Result<()> {
 
 /// The tools' context over `service`: assisted dedup asks the configured judge (`[judge]`,
 /// `MEMDEDUP_JUDGE*`), or the offline local judge when none is chosen; `facts_extract` is
-/// offered when that judge is a language model that can be reached.
+/// offered when that judge is a language model that can be reached. A language model that
+/// cannot be made (an anthropic judge without a key) is warned about, and the server
+/// serves without it: `dedup_scan` and `dedup_run` answer `not_configured`, the other
+/// tools work (as `memdedup serve` serves without it).
 pub(crate) fn context(
     global: &GlobalArgs,
     config: &ConfigFile,
@@ -35,7 +38,13 @@ pub(crate) fn context(
 ) -> Result<McpContext> {
     let mut context = McpContext::new(service);
     let chosen = config.judge_settings_if_chosen(&JudgeOverrides::default()).map_err(|e| UsageError(e.to_string()))?;
+    let mut unavailable = None;
     let judge: Arc<dyn Judge> = match &chosen {
+        Some(settings) if settings.kind != JudgeKind::Local => settings.build().unwrap_or_else(|error| {
+            unavailable = Some(error.to_string());
+            // Never asked: the dedup tools refuse to run without the configured judge.
+            Arc::new(LocalBatchJudge::builtin())
+        }),
         Some(settings) => settings.build().map_err(|e| UsageError(e.to_string()))?,
         None => Arc::new(LocalBatchJudge::builtin()),
     };
@@ -46,6 +55,13 @@ pub(crate) fn context(
     config.apply_assist_options(&mut options).map_err(|e| UsageError(e.to_string()))?;
     options.validate().map_err(|e| UsageError(format!("{}: {e}", config.origin_name())))?;
     context = context.with_judge(judge, options);
+    if let Some(error) = unavailable {
+        tracing::warn!("dedup_scan and dedup_run are off: {error}");
+        if !global.quiet {
+            eprintln!("warning: dedup_scan and dedup_run are off: {error}");
+        }
+        context = context.without_judge(error);
+    }
     if let Some(settings) = chosen.filter(|s| s.kind != JudgeKind::Local) {
         match settings.chat_model() {
             Ok(chat) => context = context.with_chat_model(chat),

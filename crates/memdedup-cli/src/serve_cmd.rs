@@ -6,6 +6,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use dedup_mcp::CancellationToken;
 use dedup_server::{AppState, ServerConfig};
+use memdedup::crates::core::FactPolicy;
 use memdedup::crates::llm::ChatModel;
 use memdedup::{ConfigFile, DeduplicationService, Embedder, EmbedderSettings, JudgeOverrides};
 
@@ -48,7 +49,11 @@ pub(crate) async fn run(global: &GlobalArgs, args: &ServeArgs) -> Result<()> {
         Some(embedder) => DeduplicationService::new(store.clone(), embedder.clone(), dedup),
         None => DeduplicationService::without_embeddings(store.clone(), dedup),
     };
-    let mcp = crate::mcp_cmd::context(global, &config, Arc::new(service.connect_recent_cache().await))?;
+    // The fact tools of /mcp keep the policy of the REST routes (`[server.facts]`).
+    let fact_policy = FactPolicy::new(server.facts.min_confidence, server.facts.max_facts)
+        .map_err(|e| UsageError(format!("{}: server.facts: {e}", config.origin_name())))?;
+    let mcp = crate::mcp_cmd::context(global, &config, Arc::new(service.connect_recent_cache().await))?
+        .with_fact_policy(fact_policy);
     let mut state = AppState::new(store, embedder, server, metrics).with_pair_judge(pair_judge);
     if let Some(chat) = chat {
         state = state.with_chat_model(chat);
@@ -81,7 +86,8 @@ pub(crate) async fn run(global: &GlobalArgs, args: &ServeArgs) -> Result<()> {
     // Stopping ends the MCP sessions too, so a graceful shutdown does not wait for their
     // event streams.
     let sessions = CancellationToken::new();
-    let mcp = dedup_mcp::http_service(Arc::new(mcp), sessions.clone(), any_host);
+    // `/mcp` bounds request bodies as the REST routes do (`max_body_bytes`).
+    let mcp = dedup_mcp::http_service(Arc::new(mcp), sessions.clone(), any_host, state.config().max_body_bytes);
     let app = dedup_server::router_with(state.clone(), axum::Router::new().nest_service("/mcp", mcp));
     let shutdown = async move {
         dedup_server::shutdown_signal().await;
