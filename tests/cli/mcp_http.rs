@@ -99,7 +99,6 @@ async fn mcp_http_bearer_tokens_refuse_strangers_and_limit_namespaces() {
         ("memory_add", json!({"content": "A memory for the default namespace, long enough to embed."})),
         ("memory_check", json!({"content": DECISION, "namespace": "other"})),
         ("memory_search", json!({"query": "database", "namespace": "other"})),
-        ("memory_get", json!({"id": other_id_text})),
         ("memory_get", json!({"id": other_urn})),
         ("dedup_scan", json!({"namespace": "other"})),
         ("dedup_run", json!({"namespace": "other"})),
@@ -118,6 +117,13 @@ async fn mcp_http_bearer_tokens_refuse_strangers_and_limit_namespaces() {
         assert!(message.contains("agents") && message.contains("may not use namespace"), "{tool} {args}: {message}");
         assert_eq!(db_state(&db, &["other", "default"]), before, "{tool} {args} wrote something");
     }
+
+    // A memory of another namespace, asked for by id, reads as missing: in the same words as
+    // an id that does not exist, so the token learns nothing about it.
+    let hidden = call_err(&agents, "memory_get", json!({"id": other_id_text}), "not_found").await;
+    let missing = call_err(&agents, "memory_get", json!({"id": "999999"}), "not_found").await;
+    assert_eq!(hidden.replace(&other_id_text, "N"), missing.replace("999999", "N"));
+    assert!(!hidden.contains("other"), "{hidden}");
 
     // Lists show the limited token only its namespaces.
     assert_eq!(merge_ids(&agents, json!({})).await, [agents_merge]);

@@ -146,18 +146,20 @@ pub(crate) async fn get(context: &McpContext, access: &Access, args: MemoryGetAr
         access.check(scope)?;
     }
     let store = context.service.store();
+    // A memory in a namespace the caller may not use reads as missing, in the same words,
+    // so a limited token cannot learn which ids exist elsewhere (or where).
     let read = |id| async move {
         store
             .get(id)
             .await
             .map_err(|e| ToolError::failed("cannot read the memory", e))?
-            .ok_or_else(|| ToolError::NotFound(format!("no memory with id {id} in {}", store.location())))
+            .filter(|memory| access.allows(memory.scope.namespace_name()))
+            .ok_or_else(|| ToolError::NotFound(format!("no memory with id {id}")))
     };
     let mut memory = read(id).await?;
     if urn_scope.as_ref().is_some_and(|scope| *scope != memory.scope) {
         return Err(ToolError::NotFound(format!("no memory {} (memory {id} is {})", args.id.trim(), memory.urn())));
     }
-    access.check(&memory.scope)?;
     let mut merged_from = Vec::new();
     while let (true, Some(into)) = (memory.deprecated, memory.merged_into) {
         if merged_from.len() >= MAX_MERGE_HOPS {
@@ -167,7 +169,6 @@ pub(crate) async fn get(context: &McpContext, access: &Access, args: MemoryGetAr
         }
         merged_from.push(memory.urn());
         memory = read(into).await?;
-        access.check(&memory.scope)?;
     }
     let urn = memory.urn();
     let text = match merged_from.first() {
