@@ -386,10 +386,12 @@ fn mcp_stdio_speaks_plain_json_rpc_and_exits_cleanly_when_stdin_closes() {
         .expect("the server's output is readable");
     assert!(output.status.success(), "{:?}\n{}", output.status, String::from_utf8_lossy(&output.stderr));
     let stdout = String::from_utf8(output.stdout).expect("stdout is UTF-8");
-    let replies: Vec<Value> = stdout
+    let mut replies: Vec<Value> = stdout
         .lines()
         .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON-RPC ({e}): {line:?}\n{stdout}")))
         .collect();
+    // Requests are served concurrently: replies may come in any order, matched by id.
+    replies.sort_by_key(|reply| reply["id"].as_i64());
     let ids: Vec<&Value> = replies.iter().map(|r| &r["id"]).collect();
     assert_eq!(ids, [1, 2, 3, 4, 5].map(|id| json!(id)).iter().collect::<Vec<_>>(), "one reply per request:\n{stdout}");
     assert_eq!(replies[0]["result"]["serverInfo"]["name"], "memdedup", "{stdout}");

@@ -1,11 +1,7 @@
 //! Driving the MCP server of the built `memdedup` binary with the official Rust client
 //! (`rmcp`): over stdio (`memdedup mcp`) and over streamable HTTP (`/mcp` of `serve`).
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex, mpsc};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rmcp::model::{CallToolRequestParams, Tool};
 use rmcp::service::RunningService;
@@ -14,6 +10,7 @@ use rmcp::transport::{ConfigureCommandExt, StreamableHttpClientTransport, TokioC
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 
+use crate::serve::Server;
 use crate::support::{CLEARED_ENV_VARS, run_json};
 
 /// A connected MCP client.
@@ -208,60 +205,19 @@ pub async fn close(client: McpClient) {
     within("closing the session", client.cancel()).await.expect("the session closes");
 }
 
-/// What `memdedup serve` prints on stderr once it accepts connections.
-const LISTENING: &str = "memdedup: listening on http://";
-/// How long a server may take to start, and to stop.
-const STARTUP_TIMEOUT: Duration = Duration::from_secs(120);
-const STOP_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// A running `memdedup serve`, its stderr collected; stopped with SIGTERM when dropped.
+/// A running `memdedup serve` for the MCP tests; stopped with SIGTERM when dropped.
 pub struct HttpServer {
-    child: Option<Child>,
+    server: Option<Server>,
     /// `http://127.0.0.1:PORT`.
     pub base_url: String,
-    stderr: Arc<Mutex<String>>,
-    reader: Option<JoinHandle<()>>,
 }
 
 impl HttpServer {
     /// Runs `memdedup ARGS…` (with `serve --addr 127.0.0.1:0`) with `envs` and waits for
     /// the listening line.
     pub fn start(args: &[&str], envs: &[(&str, &str)]) -> HttpServer {
-        let mut cmd = Command::new(assert_cmd::cargo::cargo_bin("memdedup"));
-        for name in CLEARED_ENV_VARS.iter().chain(&["MEMDEDUP_API_TOKEN"]) {
-            cmd.env_remove(name);
-        }
-        cmd.envs(envs.iter().copied())
-            .args(args)
-            .current_dir(std::env::temp_dir())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        let mut child = cmd.spawn().expect("memdedup serve starts");
-        let pipe = child.stderr.take().expect("stderr is piped");
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let (lines, received) = mpsc::channel::<String>();
-        let sink = Arc::clone(&stderr);
-        let reader = std::thread::spawn(move || {
-            for line in BufReader::new(pipe).lines() {
-                let Ok(line) = line else { break };
-                sink.lock().expect("stderr lock").push_str(&format!("{line}\n"));
-                let _ = lines.send(line);
-            }
-        });
-        let mut server = HttpServer { child: Some(child), base_url: String::new(), stderr, reader: Some(reader) };
-        let deadline = Instant::now() + STARTUP_TIMEOUT;
-        loop {
-            match received.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-                Ok(line) => {
-                    if let Some(rest) = line.strip_prefix(LISTENING) {
-                        server.base_url = format!("http://{}", rest.split_whitespace().next().unwrap_or_default());
-                        return server;
-                    }
-                }
-                Err(_) => panic!("`memdedup {}` did not start listening:\n{}", args.join(" "), server.stop()),
-            }
-        }
+        let server = Server::start(args, envs);
+        HttpServer { base_url: server.url(""), server: Some(server) }
     }
 
     /// The MCP endpoint.
@@ -269,46 +225,12 @@ impl HttpServer {
         format!("{}/mcp", self.base_url)
     }
 
-    /// Stops the server with SIGTERM (killing it if it does not exit in time) and returns
-    /// all it wrote on stderr.
-    pub fn stop(&mut self) -> String {
-        self.terminate().1
-    }
-
-    /// Stops the server with SIGTERM, expecting it to exit by itself, successfully, within
-    /// the stop timeout; returns all it wrote on stderr.
+    /// Stops the server with SIGTERM, expecting it to exit by itself, successfully;
+    /// returns all it wrote on stderr.
     pub fn stop_gracefully(&mut self) -> String {
-        let (status, stderr) = self.terminate();
-        assert!(status.is_some_and(|s| s.success()), "the server did not stop gracefully ({status:?}):\n{stderr}");
+        let server = self.server.take().expect("the server was not stopped");
+        let (status, stderr) = server.stop("TERM");
+        assert!(status.success(), "the server did not stop gracefully ({status}):\n{stderr}");
         stderr
-    }
-
-    /// SIGTERM, then a kill after [`STOP_TIMEOUT`]: the exit status when the server exited
-    /// by itself, and its stderr.
-    fn terminate(&mut self) -> (Option<std::process::ExitStatus>, String) {
-        let mut status = None;
-        if let Some(mut child) = self.child.take() {
-            let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
-            let deadline = Instant::now() + STOP_TIMEOUT;
-            while Instant::now() < deadline {
-                if let Ok(Some(exited)) = child.try_wait() {
-                    status = Some(exited);
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        if let Some(reader) = self.reader.take() {
-            let _ = reader.join();
-        }
-        (status, self.stderr.lock().map(|s| s.clone()).unwrap_or_default())
-    }
-}
-
-impl Drop for HttpServer {
-    fn drop(&mut self) {
-        self.stop();
     }
 }

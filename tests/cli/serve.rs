@@ -57,7 +57,7 @@ impl Server {
     pub(crate) fn start(args: &[&str], envs: &[(&str, &str)]) -> Server {
         let binary = assert_cmd::cargo::cargo_bin("memdedup");
         let mut cmd = Command::new(&binary);
-        for name in SERVER_CLEARED_ENV_VARS {
+        for name in SERVER_CLEARED_ENV_VARS.iter().chain(&crate::support::CLEARED_ENV_VARS) {
             cmd.env_remove(name);
         }
         cmd.envs(envs.iter().copied())
