@@ -25,12 +25,28 @@ clients, 10k and 100k stored nodes) is `cargo bench -p memdedup --bench http`; t
 assisted dedup run (10,000 memories, a fake judge answering after 200 ms, 1, 4 and 16
 calls in flight) is `cargo bench -p dedup-assist --bench assisted`; the MCP
 `memory_check` round trips over stdio and HTTP against REST check-similar are `cargo
-bench -p memdedup-cli --bench mcp`; all run first unless --e2e-only.";
+bench -p memdedup-cli --bench mcp`; all run first unless --e2e-only.
+
+With --compare, only this: `memdedup scan FILE --json --threshold 0.85` (no cache) and
+xtask/compare/reference_scan.py (the same model, tokenizer.json and model.onnx, run by
+onnxruntime 1.31.1, tokenizers and numpy from PyPI in a virtualenv cached in
+$MEMDEDUP_COMPARE_PYTHON_DIR, else $XDG_CACHE_HOME/memdedup/compare-python, else
+~/.cache/memdedup/compare-python) as cold processes, alternating, three rounds each, on
+generated 2,000- and 20,000-line JSONL files; prints the median wall seconds and peak RSS
+of each, their ratios, and whether both found the same groups.";
 
 const GNU_TIME: &str = "/usr/bin/time";
 const ENTRIES: usize = 1000;
 const SEED: u64 = 2026;
 const RUNS: usize = 3;
+
+/// `cargo xtask bench --compare`: `memdedup scan` against the Python reference only.
+pub fn compare(root: &Path) -> Result<()> {
+    if !Path::new(GNU_TIME).is_file() {
+        bail!("{GNU_TIME} is missing; it measures peak memory: apt-get install time");
+    }
+    crate::compare::run(root, GNU_TIME)
+}
 
 /// Runs the throughput bench (unless `e2e_only`) and the end-to-end timings.
 pub fn run(root: &Path, e2e_only: bool, bench_args: &[String]) -> Result<()> {
@@ -103,13 +119,7 @@ const SCAN_LINES: usize = 2000;
 /// and fills the embedding cache, the second finds every vector there. Then times `scan
 /// --judge local` against plain `scan`, with an empty cache and with a full one.
 fn bench_scan_cache(bin: &Path, root: &Path, scratch: &Path) -> Result<()> {
-    let generated = crate::synthetic_playbook::generate(SCAN_LINES, SEED + 1);
-    let mut jsonl = String::new();
-    let sections = generated.doc["sections"].as_object().context("the synthetic playbook has sections")?;
-    for (i, entry) in sections.values().flat_map(|list| list.as_array().into_iter().flatten()).enumerate() {
-        let line = serde_json::json!({"id": i, "text": entry["text"]});
-        jsonl.push_str(&format!("{line}\n"));
-    }
+    let jsonl = crate::compare::memories_jsonl(SCAN_LINES, SEED + 1)?;
     let input = scratch.join("memories-2000.jsonl");
     std::fs::write(&input, &jsonl).with_context(|| format!("writing {}", input.display()))?;
     let db = scratch.join("scan-cache.db");

@@ -5,7 +5,7 @@
 //! house rules and architecture invariants, `ci` runs every check in order, `demo` shows
 //! the CLI on the example files, `eval` prints the quality table, `fit-judge` fits the
 //! local judge's parameters, `bench` runs the throughput benchmark plus a
-//! cold-process timing, `services` runs a disposable Postgres and redis-server for
+//! cold-process timing (`bench --compare`: `memdedup scan` against a Python reference), `services` runs a disposable Postgres and redis-server for
 //! tests (as `ci` does for its test step), and `llm-smoke` runs assisted dedup against a
 //! real llama-server (not part of `ci`), and `mcp-python` installs the Python MCP SDK
 //! the MCP client tests use. Arguments are parsed by hand; errors are `anyhow`
@@ -19,6 +19,7 @@
 
 mod bench;
 mod ci;
+mod compare;
 mod demo;
 mod eval;
 mod fit_judge;
@@ -61,6 +62,9 @@ Commands:
   bench [--e2e-only] [ARGS] cargo bench -p memdedup --bench throughput -- ARGS, then
                             time three cold `memdedup playbook dedup` runs on a
                             generated 1,000-entry playbook (--e2e-only: only those)
+  bench --compare           only time `memdedup scan` against a Python reference
+                            (onnxruntime, tokenizers, numpy in a cached virtualenv) on
+                            2,000 and 20,000 generated memories; same groups?
   eval                      the quality table: `memdedup eval` over the labelled
                             corpus halves and tests/fixtures/memories_dev.jsonl
   fit-judge                 fit the local judge's parameters on the tuning half and
@@ -145,11 +149,18 @@ fn run(args: Vec<String>) -> Result<()> {
             fit_judge::run(&project_root())
         }
         "bench" if wants_help => {
-            println!("Usage: cargo xtask bench [--e2e-only] [ARGS...]\n\n{}", bench::HELP);
+            println!("Usage: cargo xtask bench [--e2e-only | --compare] [ARGS...]\n\n{}", bench::HELP);
             Ok(())
         }
         "bench" => {
-            let (e2e_only, passthrough) = parse_bench_args(rest);
+            let (e2e_only, compare, passthrough) = parse_bench_args(rest);
+            if compare {
+                anyhow::ensure!(
+                    !e2e_only && passthrough.is_empty(),
+                    "`cargo xtask bench --compare` takes no other arguments"
+                );
+                return bench::compare(&project_root());
+            }
             bench::run(&project_root(), e2e_only, &passthrough)
         }
         "mcp-python" if wants_help => {
@@ -195,19 +206,23 @@ fn parse_fetch_model_args(args: &[String]) -> Result<Option<PathBuf>> {
     Ok(dir)
 }
 
-/// Splits `bench`'s arguments into the `--e2e-only` switch and what goes to the bench
-/// binary; a leading `--` is dropped.
-fn parse_bench_args(args: &[String]) -> (bool, Vec<String>) {
+/// Splits `bench`'s arguments into the leading `--e2e-only` and `--compare` switches (in
+/// either order) and what goes to the bench binary; a leading `--` is dropped.
+fn parse_bench_args(args: &[String]) -> (bool, bool, Vec<String>) {
     let mut rest = args;
-    let mut e2e_only = false;
-    if rest.first().is_some_and(|a| a == "--e2e-only") {
-        e2e_only = true;
+    let (mut e2e_only, mut compare) = (false, false);
+    while let Some(first) = rest.first() {
+        match first.as_str() {
+            "--e2e-only" => e2e_only = true,
+            "--compare" => compare = true,
+            _ => break,
+        }
         rest = &rest[1..];
     }
     if rest.first().is_some_and(|a| a == "--") {
         rest = &rest[1..];
     }
-    (e2e_only, rest.to_vec())
+    (e2e_only, compare, rest.to_vec())
 }
 
 fn no_args(command: &str, args: &[String]) -> Result<()> {
@@ -247,10 +262,13 @@ mod tests {
 
     #[test]
     fn bench_args() {
-        assert_eq!(parse_bench_args(&[]), (false, vec![]));
-        assert_eq!(parse_bench_args(&strings(&["--e2e-only"])), (true, vec![]));
-        assert_eq!(parse_bench_args(&strings(&["--", "--quick"])), (false, strings(&["--quick"])));
-        assert_eq!(parse_bench_args(&strings(&["--e2e-only", "--", "x"])), (true, strings(&["x"])));
+        assert_eq!(parse_bench_args(&[]), (false, false, vec![]));
+        assert_eq!(parse_bench_args(&strings(&["--e2e-only"])), (true, false, vec![]));
+        assert_eq!(parse_bench_args(&strings(&["--", "--quick"])), (false, false, strings(&["--quick"])));
+        assert_eq!(parse_bench_args(&strings(&["--e2e-only", "--", "x"])), (true, false, strings(&["x"])));
+        assert_eq!(parse_bench_args(&strings(&["--compare"])), (false, true, vec![]));
+        assert_eq!(parse_bench_args(&strings(&["--compare", "--e2e-only"])), (true, true, vec![]));
+        assert_eq!(parse_bench_args(&strings(&["--", "--compare"])), (false, false, strings(&["--compare"])));
     }
 
     #[test]
