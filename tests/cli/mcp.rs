@@ -7,11 +7,10 @@ use std::process::Stdio;
 use rmcp::ServiceExt;
 use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
-use tokio::io::AsyncReadExt;
 
 use crate::mcp_support::{
     DECISION, DECISION_PARAPHRASE, DOCS, LUNCH, TEN_TOOLS, UNRELATED, add_stored, assert_mentions, call, call_err,
-    call_ok, close, db_state, live_contents, mcp_command, sorted, stdio_client, tools, within,
+    call_ok, close, db_state, live_contents, mcp_command, sorted, spawn_collecting_stderr, stdio_client, tools, within,
 };
 use crate::support::{FETCH_MODEL, require_model, run_json, sqlite_db};
 
@@ -279,16 +278,7 @@ async fn mcp_stdio_debug_logs_never_contain_memory_text() {
     let fact = "Collects vintage quokka marmalade jars";
     for args in [&[][..], &["-vv"][..]] {
         let envs: &[(&str, &str)] = if args.is_empty() { &[("MEMDEDUP_LOG", "debug")] } else { &[] };
-        let (transport, stderr) = TokioChildProcess::builder(mcp_command(&db, args, envs))
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("memdedup mcp starts");
-        let mut stderr = stderr.expect("stderr is piped");
-        let collected = tokio::spawn(async move {
-            let mut text = String::new();
-            stderr.read_to_string(&mut text).await.expect("stderr is UTF-8");
-            text
-        });
+        let (transport, collected) = spawn_collecting_stderr(mcp_command(&db, args, envs));
         let client = within("initialize", ().serve(transport)).await.expect("the server initialises");
         call_ok(&client, "memory_check", json!({"content": memory})).await;
         call_ok(&client, "memory_add", json!({"content": memory})).await;

@@ -2,17 +2,13 @@
 //! only then (here with a fake OpenAI-compatible server), storing the confident facts and
 //! nothing when the model fails; and a judge that cannot be made.
 
-use std::process::Stdio;
-
 use dedup_llm::fake::{FakeLlm, FakeReply};
 use rmcp::ServiceExt;
-use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
-use tokio::io::AsyncReadExt;
 
 use crate::mcp_support::{
-    HttpServer, TEN_TOOLS, call_err, call_ok, close, db_state, http_client, mcp_command, sorted, stdio_client_with,
-    tool_names, within,
+    HttpServer, TEN_TOOLS, call_err, call_ok, close, db_state, http_client, mcp_command, sorted,
+    spawn_collecting_stderr, stdio_client_with, tool_names, within,
 };
 use crate::support::{run_json, sqlite_db};
 
@@ -147,16 +143,7 @@ async fn mcp_stdio_facts_extract_with_a_fake_llm_stores_confident_facts_and_noth
 async fn mcp_with_an_anthropic_judge_without_a_key_serves_every_tool_but_assisted_dedup() {
     let (_dir, db) = sqlite_db();
     let envs = [("MEMDEDUP_JUDGE", "anthropic")];
-    let (transport, stderr) = TokioChildProcess::builder(mcp_command(&db, &[], &envs))
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("memdedup mcp starts");
-    let mut stderr = stderr.expect("stderr is piped");
-    let collected = tokio::spawn(async move {
-        let mut text = String::new();
-        stderr.read_to_string(&mut text).await.expect("stderr is UTF-8");
-        text
-    });
+    let (transport, collected) = spawn_collecting_stderr(mcp_command(&db, &[], &envs));
     let stdio = within("initialize", ().serve(transport)).await.expect("the server starts without the judge");
     let mut server = HttpServer::start(&["--db", &db, "serve", "--addr", "127.0.0.1:0"], &envs);
     let http = http_client(&server.mcp_url(), None).await.expect("/mcp is served");

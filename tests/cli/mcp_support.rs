@@ -234,3 +234,20 @@ impl HttpServer {
         stderr
     }
 }
+
+/// Starts `command` (a `memdedup mcp`) as an MCP transport, its stderr read to the end by a
+/// task whose result is all of it.
+pub fn spawn_collecting_stderr(
+    command: tokio::process::Command,
+) -> (TokioChildProcess, tokio::task::JoinHandle<String>) {
+    use tokio::io::AsyncReadExt;
+    let (transport, stderr) =
+        TokioChildProcess::builder(command).stderr(std::process::Stdio::piped()).spawn().expect("memdedup mcp starts");
+    let mut stderr = stderr.expect("stderr is piped");
+    let collected = tokio::spawn(async move {
+        let mut text = String::new();
+        stderr.read_to_string(&mut text).await.expect("stderr is UTF-8");
+        text
+    });
+    (transport, collected)
+}

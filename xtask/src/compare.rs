@@ -4,7 +4,7 @@
 //! whether both find the same groups.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
 use anyhow::{Context, Result, bail};
@@ -40,7 +40,8 @@ type Groups = BTreeSet<BTreeSet<String>>;
 pub fn run(root: &Path, gnu_time: &str) -> Result<()> {
     let model_dir = crate::model::fetch_model(None)?;
     let bin = crate::demo::build_cli(root)?;
-    let python = ensure_venv()?;
+    let venv = crate::venv::cache_dir("MEMDEDUP_COMPARE_PYTHON_DIR", "compare-python")?;
+    let python = crate::venv::ensure(&venv, &PACKAGES, "the Python reference")?;
     let script = root.join(SCRIPT);
     anyhow::ensure!(script.is_file(), "{} is missing", script.display());
     let scratch = TempDir::new("memdedup-compare")?;
@@ -171,57 +172,6 @@ fn median(runs: &[Run]) -> (f64, u64) {
 
 fn mib(kib: u64) -> f64 {
     kib as f64 / 1024.0
-}
-
-/// The reference's virtualenv: `$MEMDEDUP_COMPARE_PYTHON_DIR`, else
-/// `$XDG_CACHE_HOME/memdedup/compare-python`, else `~/.cache/memdedup/compare-python`.
-fn venv_dir() -> Result<PathBuf> {
-    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
-    if let Some(dir) = var("MEMDEDUP_COMPARE_PYTHON_DIR") {
-        return Ok(dir);
-    }
-    let cache = var("XDG_CACHE_HOME")
-        .or_else(|| var("HOME").map(|home| home.join(".cache")))
-        .context("cannot find a cache directory: set MEMDEDUP_COMPARE_PYTHON_DIR, XDG_CACHE_HOME or HOME")?;
-    Ok(cache.join("memdedup").join("compare-python"))
-}
-
-/// Creates the venv unless it exists and installs [`PACKAGES`] unless they are there at
-/// those versions; returns the venv's python.
-fn ensure_venv() -> Result<PathBuf> {
-    let venv = venv_dir()?;
-    let python = venv.join("bin").join("python");
-    if !python.is_file() {
-        if let Some(parent) = venv.parent() {
-            std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
-        }
-        println!("==> python3 -m venv {}", venv.display());
-        process::run(Command::new("python3").args(["-m", "venv"]).arg(&venv))
-            .context("could not create the virtualenv for the reference (Debian: apt-get install python3-venv)")?;
-    }
-    if installed(&python) != PACKAGES {
-        println!("==> pip install {} into {}", PACKAGES.join(" "), venv.display());
-        process::run(
-            Command::new(&python)
-                .args(["-m", "pip", "install", "--quiet"])
-                .args(PACKAGES)
-                .env("PIP_DISABLE_PIP_VERSION_CHECK", "1"),
-        )
-        .context("pip could not install the reference's packages")?;
-        let now = installed(&python);
-        anyhow::ensure!(now == PACKAGES, "{} has {now:?} after installing {PACKAGES:?}", python.display());
-    }
-    Ok(python)
-}
-
-/// `name==version` of each of [`PACKAGES`] as installed in the venv (`name==` when missing).
-fn installed(python: &Path) -> Vec<String> {
-    let names: Vec<&str> = PACKAGES.iter().map(|p| p.split_once("==").map_or(*p, |(name, _)| name)).collect();
-    let script = "import importlib.metadata as m, sys\nfor name in sys.argv[1:]:\n    try:\n        \
-                  print(name + '==' + m.version(name))\n    except m.PackageNotFoundError:\n        print(name + '==')";
-    let output = Command::new(python).args(["-c", script]).args(&names).output();
-    let text = output.ok().and_then(|o| String::from_utf8(o.stdout).ok()).unwrap_or_default();
-    text.lines().map(str::to_owned).collect()
 }
 
 #[cfg(test)]

@@ -33,6 +33,7 @@ mod services;
 mod synthetic_playbook;
 mod temp_dir;
 mod tidy;
+mod venv;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
