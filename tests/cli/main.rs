@@ -19,6 +19,7 @@ mod mcp_http;
 mod mcp_python;
 mod mcp_support;
 mod memory;
+mod model_cache;
 mod model_unavailable;
 mod output_files;
 mod playbook;

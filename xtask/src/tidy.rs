@@ -13,7 +13,7 @@ use anyhow::{Context, Result, bail};
 use crate::process;
 
 /// Heavy crates: an async runtime, a database driver, an HTTP stack, ONNX Runtime.
-const HEAVY: [&str; 7] = ["tokio", "async-std", "sqlx", "reqwest", "ort", "fastembed", "hyper"];
+const HEAVY: [&str; 7] = ["tokio", "async-std", "sqlx", "reqwest", "ort", "tokenizers", "hyper"];
 
 /// The members whose normal dependency tree must hold none of [`HEAVY`], and why.
 const HEAVY_FORBIDDEN: [(&str, &str); 2] = [

@@ -8,12 +8,12 @@ use memdedup::{ConfigFile, DedupOptions, DeduplicationService, Judge, JudgeKind,
 
 use crate::UsageError;
 use crate::cli::{GlobalArgs, PairJudgeArgs};
-use crate::open::open_service;
+use crate::open::open_long_lived_service;
 
 /// Serves one MCP session on stdin/stdout until the client closes it.
 pub(crate) async fn run(global: &GlobalArgs) -> Result<()> {
     let config = crate::open::config_file(global)?;
-    let service = open_service(global, &PairJudgeArgs::default()).await?;
+    let service = open_long_lived_service(global, &PairJudgeArgs::default()).await?;
     let context = Arc::new(context(global, &config, Arc::new(service))?);
     tracing::info!(
         backend = context.service().store().backend(),

@@ -23,8 +23,25 @@ pub(crate) async fn open_store(global: &GlobalArgs, config: &ConfigFile) -> Resu
 
 /// The store plus the checker chain with the local embedder (or without embeddings when no
 /// embedder can be made), the configured recent-capture cache and the pair judge of
-/// `judge` (flags) over the configured one.
+/// `judge` (flags) over the configured one. The embedder is tuned for a command that
+/// checks a few texts and exits ([`memdedup::short_lived_embedder`]).
 pub(crate) async fn open_service(global: &GlobalArgs, judge: &PairJudgeArgs) -> Result<DeduplicationService> {
+    open_service_for(global, judge, true).await
+}
+
+/// [`open_service`] for a process that serves many checks (`memdedup mcp`).
+pub(crate) async fn open_long_lived_service(
+    global: &GlobalArgs,
+    judge: &PairJudgeArgs,
+) -> Result<DeduplicationService> {
+    open_service_for(global, judge, false).await
+}
+
+async fn open_service_for(
+    global: &GlobalArgs,
+    judge: &PairJudgeArgs,
+    short_lived: bool,
+) -> Result<DeduplicationService> {
     let config = config_file(global)?;
     let mut dedup = config.dedup_config()?;
     dedup.apply_judge(judge.judge.as_deref(), "--judge", judge.judge_params.as_deref(), "--judge-params")?;
@@ -33,7 +50,12 @@ pub(crate) async fn open_service(global: &GlobalArgs, judge: &PairJudgeArgs) -> 
         Some(dir) => Some(dir.clone()),
         None => config.model_dir()?,
     };
-    let service = match memdedup::default_embedder(model_dir.as_deref()) {
+    let embedder = if short_lived {
+        memdedup::short_lived_embedder(model_dir.as_deref())
+    } else {
+        memdedup::default_embedder(model_dir.as_deref())
+    };
+    let service = match embedder {
         Ok(embedder) => DeduplicationService::new(store, embedder, dedup),
         Err(error) => {
             tracing::warn!("no embedder ({error}); semantic checks are off");

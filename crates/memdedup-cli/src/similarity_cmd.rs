@@ -7,7 +7,7 @@ use crate::cli::{GlobalArgs, SimilarityArgs};
 use crate::output::{emit, score};
 
 pub(crate) async fn run(global: &GlobalArgs, args: &SimilarityArgs) -> Result<()> {
-    let embedder = memdedup::default_embedder(global.model_dir.as_deref())?;
+    let embedder = memdedup::short_lived_embedder(global.model_dir.as_deref())?;
     let vectors = embedder.embed(&[args.first.clone(), args.second.clone()]).await?;
     let [a, b] = vectors.as_slice() else {
         anyhow::bail!("the embedder returned {} vectors for 2 texts", vectors.len());

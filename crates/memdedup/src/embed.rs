@@ -14,13 +14,26 @@ pub const EMBED_CHUNK: usize = 256;
 /// Without the `local` feature there is no default embedder: the error says so, and the
 /// fail-open entry points skip deduplication.
 pub fn default_embedder(model_dir: Option<&std::path::Path>) -> Result<Arc<dyn Embedder>> {
+    local_embedder(model_dir, true)
+}
+
+/// [`default_embedder`] tuned for a process that embeds a few texts and exits (a hook's
+/// `check`): its sessions skip weight prepacking, which makes every inference about 15 %
+/// slower and the load about 80 ms faster.
+pub fn short_lived_embedder(model_dir: Option<&std::path::Path>) -> Result<Arc<dyn Embedder>> {
+    local_embedder(model_dir, false)
+}
+
+fn local_embedder(model_dir: Option<&std::path::Path>, prepack: bool) -> Result<Arc<dyn Embedder>> {
     let dir = ModelDir::locate(model_dir)?;
     #[cfg(feature = "local")]
     {
-        Ok(Arc::new(crate::LocalEmbedder::new(dir)))
+        let options = crate::LocalOptions { prepack, ..crate::LocalOptions::default() };
+        Ok(Arc::new(crate::LocalEmbedder::with_options(dir, options)))
     }
     #[cfg(not(feature = "local"))]
     {
+        let _ = prepack;
         Err(Error::Embedder(dedup_embed::Error::Config(format!(
             "memdedup was built without the `local` feature, so there is no default embedder (model dir {})",
             dir.path().display()
