@@ -5,6 +5,7 @@ mod calibrate;
 mod dedup;
 mod dedup_local;
 mod eval;
+mod example_groups;
 mod facts;
 mod facts_extract;
 mod help;

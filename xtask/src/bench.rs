@@ -19,7 +19,9 @@ times `memdedup scan --db` twice over an unchanged 2,000-line JSONL file (the se
 run reads every vector from the embedding cache), then `scan --judge local` on the same
 file, with an empty cache and three times against plain `scan` with a full one, and
 `hook pre-compact --offline` on generated 200 KB and 2 MB Claude Code transcripts
-(against an empty store, then again). The check-before-store latency bench
+(against an empty store, then again), and 21 cold `memdedup check` processes on new
+texts (the semantic path a hook takes) against 200 stored memories: p50 / p90 wall time
+and peak RSS. The check-before-store latency bench
 is `cargo bench -p memdedup --bench check` and the HTTP check-similar bench (8 and 32
 clients, 10k and 100k stored nodes) is `cargo bench -p memdedup --bench http`; the
 assisted dedup run (10,000 memories, a fake judge answering after 200 ms, 1, 4 and 16
@@ -109,7 +111,8 @@ pub fn run(root: &Path, e2e_only: bool, bench_args: &[String]) -> Result<()> {
     let after: usize = crate::demo::section_counts(&output)?.iter().map(|(_, n)| n).sum();
     println!("  entries: {ENTRIES} -> {after}");
     bench_scan_cache(&bin, root, scratch.path())?;
-    crate::hook_bench::run(&bin, root, scratch.path(), GNU_TIME)
+    crate::hook_bench::run(&bin, root, scratch.path(), GNU_TIME)?;
+    crate::cold_check::run(&bin, root, scratch.path(), GNU_TIME)
 }
 
 /// Lines in the `scan --db` cache benchmark's input.

@@ -19,6 +19,7 @@
 
 mod bench;
 mod ci;
+mod cold_check;
 mod compare;
 mod demo;
 mod eval;

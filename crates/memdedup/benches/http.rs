@@ -54,7 +54,7 @@ async fn bench_size(n: usize, clients: &[usize], embedder: Arc<dyn Embedder>) {
     let config = ServerConfig { addr: "127.0.0.1:0".parse().expect("address"), ..ServerConfig::default() };
     // As `memdedup serve` does: concurrent requests share inference batches.
     let batching: Arc<dyn Embedder> = Arc::new(memdedup::BatchingEmbedder::new(embedder.clone(), 32));
-    let state = AppState::new(store.clone(), Some(batching), config, None);
+    let state = AppState::new(store.clone(), Some(batching.clone()), config, None);
     let listener = dedup_server::bind(&state).await.expect("bind");
     let url = format!("http://{}/v1/nodes/check-similar", listener.local_addr().expect("address"));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -97,17 +97,47 @@ async fn bench_size(n: usize, clients: &[usize], embedder: Arc<dyn Embedder>) {
         }
         let elapsed = started.elapsed();
         let total = c * (REQUESTS_PER_CLIENT + 2);
+        let throughput = total as f64 / elapsed.as_secs_f64();
         println!(
-            "{n:>8}  {c:>7}  {:>9}  {:>10.1}  {:>10}  {:>10}  {:>10}",
+            "{n:>8}  {c:>7}  {:>9}  {throughput:>10.1}  {:>10}  {:>10}  {:>10}",
             latencies.len(),
-            total as f64 / elapsed.as_secs_f64(),
             ms(percentile(&mut latencies, 0.50)),
             ms(percentile(&mut latencies, 0.99)),
             ms(percentile(&mut latencies, 1.0)),
         );
+        let alone = embedder_alone(&batching, c, &mut rng).await;
+        println!(
+            "{:>8}  {c:>7}  embedder alone (same batching, no HTTP, no search): {alone:.1} texts/s; \
+             check-similar at {:.0} % of it",
+            "",
+            100.0 * throughput / alone
+        );
     }
     stop.send(()).ok();
     server.await.expect("server task").expect("server stops");
+}
+
+/// Texts per second that `clients` concurrent callers get from the server's embedder
+/// alone, each embedding as many texts as an HTTP client sends.
+async fn embedder_alone(batching: &Arc<dyn Embedder>, clients: usize, rng: &mut Lcg) -> f64 {
+    let texts: Vec<Vec<String>> =
+        (0..clients).map(|_| (0..REQUESTS_PER_CLIENT + 2).map(|_| sentence(rng)).collect()).collect();
+    let started = Instant::now();
+    let tasks: Vec<_> = texts
+        .into_iter()
+        .map(|texts| {
+            let batching = Arc::clone(batching);
+            tokio::spawn(async move {
+                for text in &texts {
+                    batching.embed_one(text).await.expect("embeds");
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("embedding task");
+    }
+    (clients * (REQUESTS_PER_CLIENT + 2)) as f64 / started.elapsed().as_secs_f64()
 }
 
 async fn post(http: &reqwest::Client, url: &str, text: &str) {

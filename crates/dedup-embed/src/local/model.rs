@@ -60,9 +60,14 @@ impl Model {
         dir.check()?;
         let corrupt = |reason: String| Error::ModelCorrupt { dir: dir.path().to_path_buf(), reason };
         let started = Instant::now();
-        let environment = environment(dir)?;
-        let tokenizer = load_tokenizer(dir, max_length)?;
-        let (session, source) = open_session(dir, &environment, Tuning { threads, prepack })?;
+        // The tokenizer parses its JSON while ONNX Runtime starts and loads the graph.
+        let (tokenizer, session) = std::thread::scope(|scope| {
+            let tokenizer = scope.spawn(|| load_tokenizer(dir, max_length));
+            let session = environment(dir).and_then(|env| open_session(dir, &env, Tuning { threads, prepack }));
+            let tokenizer = tokenizer.join().unwrap_or_else(|_| Err(corrupt("the tokenizer loader panicked".into())));
+            (tokenizer, session)
+        });
+        let (tokenizer, (session, source)) = (tokenizer?, session?);
         let inputs = session.session().inputs();
         let token_type_ids = inputs.iter().any(|input| input.name() == "token_type_ids");
         for name in ["input_ids", "attention_mask"] {

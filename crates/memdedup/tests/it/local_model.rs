@@ -84,7 +84,7 @@ async fn batch_and_single_embeddings_agree() {
 async fn large_inputs_split_over_sessions_keep_input_order() {
     // Small batches, so the input spreads over several sessions in parallel; lengths vary
     // so that sorting by length reorders the texts.
-    let options = LocalOptions { batch_size: 8, ..LocalOptions::default() };
+    let options = LocalOptions { batch_size: 8, sessions: Some(2), ..LocalOptions::default() };
     let embedder = LocalEmbedder::with_options(installed_model(), options);
     let texts: Vec<String> =
         (0..60).map(|i| format!("{}note {i} about topic {}", "very ".repeat((i * 7) % 5), i % 13)).collect();
