@@ -335,7 +335,12 @@ fn cached_graphs() -> &'static Mutex<HashMap<PathBuf, &'static [u8]>> {
 /// activations, not another copy of every matrix.
 fn builder(environment: &Environment, tuning: Tuning) -> std::result::Result<SessionBuilder, String> {
     static PREPACKED: OnceLock<PrepackedWeights> = OnceLock::new();
-    let builder = Session::builder(environment).map_err(|e| e.to_string())?.with_intra_threads(tuning.threads);
+    // Idle intra-op threads sleep instead of spinning: no slower on an idle machine, and
+    // on a busy one (a build beside a scan) spinning threads steal the cores they wait for.
+    let builder = Session::builder(environment)
+        .map_err(|e| e.to_string())?
+        .with_intra_threads(tuning.threads)
+        .and_then(|b| b.with_intra_op_spinning(false));
     let builder = if tuning.prepack {
         builder.and_then(|b| b.with_prepacked_weights(PREPACKED.get_or_init(PrepackedWeights::new)))
     } else {
