@@ -46,4 +46,4 @@ pub use merges::{
     MergeRecord, TextSource, UndoReport,
 };
 pub use scope::{DEFAULT_DOMAIN, DEFAULT_NAMESPACE, Scope, parse_memory_ref};
-pub use store::{RecentCapture, Store, StoreOptions};
+pub use store::{DEFAULT_INDEX_MEMORY_BYTES, IndexUsage, RecentCapture, Store, StoreOptions};

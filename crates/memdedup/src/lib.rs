@@ -65,8 +65,9 @@ pub use dedup_precompact::{
 
 #[doc(inline)]
 pub use dedup_store::{
-    DEFAULT_DOMAIN, DbLocation, Fact, FactOutcome, FactUpdate, InsertOutcome, Lifecycle, ListFilter, Memory, MemoryId,
-    MemoryUpdate, NamespaceStats, Neighbour, NewFact, NewMemory, Scope, SearchFilter, Store, StoreOptions, StoreStats,
+    DEFAULT_DOMAIN, DEFAULT_INDEX_MEMORY_BYTES, DbLocation, Fact, FactOutcome, FactUpdate, IndexUsage, InsertOutcome,
+    Lifecycle, ListFilter, Memory, MemoryId, MemoryUpdate, NamespaceStats, Neighbour, NewFact, NewMemory, Scope,
+    SearchFilter, Store, StoreOptions, StoreStats,
 };
 
 #[doc(inline)]
