@@ -416,3 +416,27 @@ fn defect_8_memories_stored_without_the_model_are_counted_and_reembedded() {
     // Nothing left: a second run embeds nothing.
     assert_eq!(run_json(&db, &["reembed", "-n", "decisions"])["embedded"], 0);
 }
+
+#[test]
+fn the_index_memory_budget_is_read_from_the_config_and_env_and_checked() {
+    let (_dir, db) = sqlite_db();
+    let (_config_dir, good) = temp_file("memdedup.toml", b"[store]\nindex_memory_mb = 1\n");
+    let listed = memdedup().args(["--db", &db, "--config"]).arg(&good).args(["list", "--json"]).assert().success();
+    assert_eq!(text(&listed.get_output().stdout).trim(), "[]");
+
+    let (_bad_dir, bad) = temp_file("memdedup.toml", b"[store]\nindex_memory_mb = 0\n");
+    let refused = memdedup().args(["--db", &db, "--config"]).arg(&bad).args(["list", "--json"]).assert().failure();
+    let stderr = text(&refused.get_output().stderr);
+    assert!(stderr.contains("memdedup.toml") && stderr.contains("`store.index_memory_mb`"), "{stderr}");
+    assert!(stderr.contains("must be a positive number of MiB, not 0"), "{stderr}");
+
+    let by_env = memdedup()
+        .env("MEMDEDUP_INDEX_MEMORY_MB", "lots")
+        .args(["--db", &db, "--config"])
+        .arg(&good)
+        .args(["list", "--json"])
+        .assert()
+        .failure();
+    let stderr = text(&by_env.get_output().stderr);
+    assert!(stderr.contains("`MEMDEDUP_INDEX_MEMORY_MB` must be a whole number of MiB, not \"lots\""), "{stderr}");
+}

@@ -18,8 +18,9 @@ pub const THRESHOLD_ENV_VAR: &str = "AGENTIC_CONTEXT_DEDUP_THRESHOLD";
 /// Variables that change the binary's behaviour or output and must not leak in from the
 /// shell running the tests. The model location variables are kept on purpose; tests that
 /// use a database pass `--db` explicitly.
-pub const CLEARED_ENV_VARS: [&str; 19] = [
+pub const CLEARED_ENV_VARS: [&str; 20] = [
     THRESHOLD_ENV_VAR,
+    "MEMDEDUP_INDEX_MEMORY_MB",
     "MEMDEDUP_DEDUP_JUDGE",
     "MEMDEDUP_LOG",
     "MEMDEDUP_CONFIG",

@@ -35,7 +35,16 @@ onnxruntime 1.31.1, tokenizers and numpy from PyPI in a virtualenv cached in
 $MEMDEDUP_COMPARE_PYTHON_DIR, else $XDG_CACHE_HOME/memdedup/compare-python, else
 ~/.cache/memdedup/compare-python) as cold processes, alternating, three rounds each, on
 generated 2,000- and 20,000-line JSONL files; prints the median wall seconds and peak RSS
-of each, their ratios, and whether both found the same groups.";
+of each, their ratios, and whether both found the same groups.
+
+With --scaling, only `cargo bench -p dedup-store --bench scaling -- ARGS`: 100 namespaces
+of 1,000 synthetic 384-dimension memories in a temporary SQLite file, searched in a
+uniform and then a Zipf order under a 32 MiB index budget; prints hit rate, evictions,
+cold reload milliseconds per scope, hot and cold search latency and the search process's
+peak RSS. `--full`: 1,000,000 memories over 1,000 namespaces, 256 MiB (about 2 GB of
+SQLite, a minute or two to generate). Also `--namespaces N`, `--per-namespace N`,
+`--budget-mb N`, `--searches N`, `--db FILE` (reuse a generated file) and `--postgres`
+(the server of DATABASE_URL).";
 
 const GNU_TIME: &str = "/usr/bin/time";
 const ENTRIES: usize = 1000;
@@ -48,6 +57,15 @@ pub fn compare(root: &Path) -> Result<()> {
         bail!("{GNU_TIME} is missing; it measures peak memory: apt-get install time");
     }
     crate::compare::run(root, GNU_TIME)
+}
+
+/// `cargo xtask bench --scaling`: the index-budget bench of many namespaces only.
+pub fn scaling(root: &Path, bench_args: &[String]) -> Result<()> {
+    let shown = if bench_args.is_empty() { String::new() } else { format!(" -- {}", bench_args.join(" ")) };
+    println!("==> cargo bench -p dedup-store --bench scaling{shown}");
+    process::run(
+        cargo().args(["bench", "-p", "dedup-store", "--bench", "scaling", "--"]).args(bench_args).current_dir(root),
+    )
 }
 
 /// Runs the throughput bench (unless `e2e_only`) and the end-to-end timings.

@@ -67,6 +67,9 @@ Commands:
   bench --compare           only time `memdedup scan` against a Python reference
                             (onnxruntime, tokenizers, numpy in a cached virtualenv) on
                             2,000 and 20,000 generated memories; same groups?
+  bench --scaling [--full]  many namespaces under an index memory budget: RSS, hit rate,
+                            evictions, cold reload cost (100k memories; --full: 1M
+                            over 1,000 namespaces, 256 MiB; release build)
   eval                      the quality table: `memdedup eval` over the labelled
                             corpus halves and tests/fixtures/memories_dev.jsonl
   fit-judge                 fit the local judge's parameters on the tuning half and
@@ -151,11 +154,18 @@ fn run(args: Vec<String>) -> Result<()> {
             fit_judge::run(&project_root())
         }
         "bench" if wants_help => {
-            println!("Usage: cargo xtask bench [--e2e-only | --compare] [ARGS...]\n\n{}", bench::HELP);
+            println!("Usage: cargo xtask bench [--e2e-only | --compare | --scaling] [ARGS...]\n\n{}", bench::HELP);
             Ok(())
         }
         "bench" => {
-            let (e2e_only, compare, passthrough) = parse_bench_args(rest);
+            let BenchArgs { e2e_only, compare, scaling, passthrough } = parse_bench_args(rest);
+            if scaling {
+                anyhow::ensure!(
+                    !e2e_only && !compare,
+                    "`cargo xtask bench --scaling` takes only the bench's own flags"
+                );
+                return bench::scaling(&project_root(), &passthrough);
+            }
             if compare {
                 anyhow::ensure!(
                     !e2e_only && passthrough.is_empty(),
@@ -208,15 +218,25 @@ fn parse_fetch_model_args(args: &[String]) -> Result<Option<PathBuf>> {
     Ok(dir)
 }
 
-/// Splits `bench`'s arguments into the leading `--e2e-only` and `--compare` switches (in
-/// either order) and what goes to the bench binary; a leading `--` is dropped.
-fn parse_bench_args(args: &[String]) -> (bool, bool, Vec<String>) {
+/// `bench`'s arguments: its leading switches and what goes to the bench binary.
+#[derive(Debug, PartialEq, Eq)]
+struct BenchArgs {
+    e2e_only: bool,
+    compare: bool,
+    scaling: bool,
+    passthrough: Vec<String>,
+}
+
+/// Splits `bench`'s arguments into the leading `--e2e-only`, `--compare` and `--scaling`
+/// switches (in any order) and what goes to the bench binary; a leading `--` is dropped.
+fn parse_bench_args(args: &[String]) -> BenchArgs {
     let mut rest = args;
-    let (mut e2e_only, mut compare) = (false, false);
+    let (mut e2e_only, mut compare, mut scaling) = (false, false, false);
     while let Some(first) = rest.first() {
         match first.as_str() {
             "--e2e-only" => e2e_only = true,
             "--compare" => compare = true,
+            "--scaling" => scaling = true,
             _ => break,
         }
         rest = &rest[1..];
@@ -224,7 +244,7 @@ fn parse_bench_args(args: &[String]) -> (bool, bool, Vec<String>) {
     if rest.first().is_some_and(|a| a == "--") {
         rest = &rest[1..];
     }
-    (e2e_only, compare, rest.to_vec())
+    BenchArgs { e2e_only, compare, scaling, passthrough: rest.to_vec() }
 }
 
 fn no_args(command: &str, args: &[String]) -> Result<()> {
@@ -264,13 +284,21 @@ mod tests {
 
     #[test]
     fn bench_args() {
-        assert_eq!(parse_bench_args(&[]), (false, false, vec![]));
-        assert_eq!(parse_bench_args(&strings(&["--e2e-only"])), (true, false, vec![]));
-        assert_eq!(parse_bench_args(&strings(&["--", "--quick"])), (false, false, strings(&["--quick"])));
-        assert_eq!(parse_bench_args(&strings(&["--e2e-only", "--", "x"])), (true, false, strings(&["x"])));
-        assert_eq!(parse_bench_args(&strings(&["--compare"])), (false, true, vec![]));
-        assert_eq!(parse_bench_args(&strings(&["--compare", "--e2e-only"])), (true, true, vec![]));
-        assert_eq!(parse_bench_args(&strings(&["--", "--compare"])), (false, false, strings(&["--compare"])));
+        let parsed = |args: &[&str]| {
+            let b = parse_bench_args(&strings(args));
+            (b.e2e_only, b.compare, b.passthrough)
+        };
+        assert_eq!(parsed(&[]), (false, false, vec![]));
+        assert_eq!(parsed(&["--e2e-only"]), (true, false, vec![]));
+        assert_eq!(parsed(&["--", "--quick"]), (false, false, strings(&["--quick"])));
+        assert_eq!(parsed(&["--e2e-only", "--", "x"]), (true, false, strings(&["x"])));
+        assert_eq!(parsed(&["--compare"]), (false, true, vec![]));
+        assert_eq!(parsed(&["--compare", "--e2e-only"]), (true, true, vec![]));
+        assert_eq!(parsed(&["--", "--compare"]), (false, false, strings(&["--compare"])));
+        let scaling = parse_bench_args(&strings(&["--scaling", "--full"]));
+        assert!(scaling.scaling && !scaling.compare);
+        assert_eq!(scaling.passthrough, strings(&["--full"]));
+        assert!(!parse_bench_args(&strings(&["--", "--scaling"])).scaling);
     }
 
     #[test]

@@ -25,6 +25,20 @@ pub const HTTP_REQUEST_DURATION_SECONDS: &str = "http_request_duration_seconds";
 /// Gauge of memories stored while the embedder was down that still have no vector, by
 /// domain and namespace; read from the store at each scrape.
 pub const MEMORIES_UNEMBEDDED: &str = "memdedup_memories_unembedded";
+/// Gauge of heap bytes held by the store's resident vector indexes; read at each scrape,
+/// like the index gauges and counters below.
+pub const INDEX_BYTES: &str = "memdedup_index_bytes";
+/// Gauge of the index memory budget (`[store] index_memory_mb`) in bytes.
+pub const INDEX_BUDGET_BYTES: &str = "memdedup_index_budget_bytes";
+/// Gauge of resident vector indexes (one per namespace, model and filter in use).
+pub const INDEXES_RESIDENT: &str = "memdedup_indexes_resident";
+/// Counter of vector indexes dropped to stay within the budget.
+pub const INDEX_EVICTIONS_TOTAL: &str = "memdedup_index_evictions_total";
+/// Counter of vector indexes loaded whole from the database (first use, or after an
+/// eviction).
+pub const INDEX_LOADS_TOTAL: &str = "memdedup_index_loads_total";
+/// Counter of the milliseconds those loads took, together.
+pub const INDEX_LOAD_MS_TOTAL: &str = "memdedup_index_load_ms_total";
 
 /// `GET /healthz` response.
 #[derive(Debug, Serialize, ToSchema)]
@@ -92,6 +106,13 @@ pub(crate) async fn metrics(
         gauge!(MEMORIES_UNEMBEDDED, "domain" => n.domain.clone(), "namespace" => n.namespace.clone())
             .set(n.unembedded as f64);
     }
+    let usage = state.store().index_usage();
+    gauge!(INDEX_BYTES).set(usage.resident_bytes as f64);
+    gauge!(INDEX_BUDGET_BYTES).set(usage.budget_bytes as f64);
+    gauge!(INDEXES_RESIDENT).set(usage.resident_indexes as f64);
+    counter!(INDEX_EVICTIONS_TOTAL).absolute(usage.evictions);
+    counter!(INDEX_LOADS_TOTAL).absolute(usage.loads);
+    counter!(INDEX_LOAD_MS_TOTAL).absolute((usage.load_seconds * 1e3).round() as u64);
     Ok(([(CONTENT_TYPE, "text/plain; version=0.0.4")], handle.render()).into_response())
 }
 
@@ -141,6 +162,32 @@ pub fn install_prometheus() -> Option<PrometheusHandle> {
                 MEMORIES_UNEMBEDDED,
                 metrics::Unit::Count,
                 "Memories stored while the embedder was down that still have no vector, by namespace"
+            );
+            describe_gauge!(
+                INDEX_BYTES,
+                metrics::Unit::Bytes,
+                "Heap bytes held by the resident in-process vector indexes"
+            );
+            describe_gauge!(INDEX_BUDGET_BYTES, metrics::Unit::Bytes, "The vector index memory budget");
+            describe_gauge!(
+                INDEXES_RESIDENT,
+                metrics::Unit::Count,
+                "Resident vector indexes, one per namespace, model and filter in use"
+            );
+            describe_counter!(
+                INDEX_EVICTIONS_TOTAL,
+                metrics::Unit::Count,
+                "Vector indexes dropped, least recently used first, to stay within the budget"
+            );
+            describe_counter!(
+                INDEX_LOADS_TOTAL,
+                metrics::Unit::Count,
+                "Vector indexes loaded whole from the database (first use, or after an eviction)"
+            );
+            describe_counter!(
+                INDEX_LOAD_MS_TOTAL,
+                metrics::Unit::Milliseconds,
+                "Milliseconds spent loading vector indexes whole from the database"
             );
             dedup_precompact::metrics::describe();
             Some(handle)

@@ -8,7 +8,9 @@
 //! [`InsertOutcome::ExactDuplicate`]. Semantic search ([`Store::search`]) is exact top-k
 //! cosine over every live memory of one [`Scope`], served from an in-process
 //! [`VectorIndex`] that is loaded lazily and kept current through a per-scope change
-//! watermark, so writes by other processes are visible before the next search.
+//! watermark, so writes by other processes are visible before the next search. The
+//! indexes of a handle share a memory budget ([`StoreOptions::index_memory_bytes`]): the
+//! least recently used are dropped and loaded again on use ([`Store::index_usage`]).
 //! Check-then-insert for one scope is serialised (a SQLite write transaction, a Postgres
 //! advisory transaction lock), so concurrent paraphrases resolve as if run one by one.
 //!
@@ -46,4 +48,4 @@ pub use merges::{
     MergeRecord, TextSource, UndoReport,
 };
 pub use scope::{DEFAULT_DOMAIN, DEFAULT_NAMESPACE, Scope, parse_memory_ref};
-pub use store::{RecentCapture, Store, StoreOptions};
+pub use store::{DEFAULT_INDEX_MEMORY_BYTES, IndexUsage, RecentCapture, Store, StoreOptions};

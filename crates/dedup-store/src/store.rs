@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, SubsecRound, Utc};
@@ -43,7 +43,10 @@ mod upkeep;
 mod dedup_queue;
 #[macro_use]
 mod merges;
+mod registry;
 
+pub use registry::IndexUsage;
+use registry::{IndexLoads, IndexRegistry};
 pub use upkeep::RecentCapture;
 #[cfg(feature = "postgres")]
 mod postgres;
@@ -65,7 +68,16 @@ pub struct StoreOptions {
     pub max_connections: u32,
     /// How long to wait for a connection (and a Postgres server) when opening. Default 5 s.
     pub connect_timeout: Duration,
+    /// Most heap bytes the in-process vector indexes of this handle may hold together
+    /// ([`VectorIndex::memory_bytes`]). Past it, the indexes of the least recently used
+    /// scopes that nothing holds are dropped, and loaded again from the database when next
+    /// searched. One index larger than the budget is still served. Default
+    /// [`DEFAULT_INDEX_MEMORY_BYTES`] (1 GiB, about half a million 384-dimension vectors).
+    pub index_memory_bytes: usize,
 }
+
+/// The default [`StoreOptions::index_memory_bytes`]: 1 GiB.
+pub const DEFAULT_INDEX_MEMORY_BYTES: usize = 1 << 30;
 
 impl Default for StoreOptions {
     fn default() -> StoreOptions {
@@ -73,6 +85,7 @@ impl Default for StoreOptions {
             busy_timeout: Duration::from_secs(5),
             max_connections: 8,
             connect_timeout: Duration::from_secs(5),
+            index_memory_bytes: DEFAULT_INDEX_MEMORY_BYTES,
         }
     }
 }
@@ -81,7 +94,9 @@ impl Default for StoreOptions {
 ///
 /// Every handle keeps its own in-process vector index per (scope, model), loaded on first
 /// use and brought up to date before each search from the scope's change watermark, so
-/// several handles (or processes) on one database see each other's writes.
+/// several handles (or processes) on one database see each other's writes. Together the
+/// indexes stay within [`StoreOptions::index_memory_bytes`]: the least recently used are
+/// dropped and loaded again when needed.
 pub struct Store {
     location: DbLocation,
     backend: Backend,
@@ -145,7 +160,7 @@ impl Store {
         Ok(Store {
             location: location.clone(),
             backend,
-            indexes: IndexRegistry::default(),
+            indexes: IndexRegistry::new(options.index_memory_bytes),
             busy_timeout: options.busy_timeout,
             store_id,
         })
@@ -196,8 +211,11 @@ impl Store {
         }
         let query = filter.comparable(query)?;
         let (key, handle) = self.indexes.handle(scope, model, filter);
-        let fresh = dispatch!(self, b => b.fresh_index(handle, &key).await);
+        let loads = self.indexes.loads();
+        let fresh = dispatch!(self, b => b.fresh_index(Arc::clone(&handle), &key, loads).await);
         let guard = self.classify(fresh)?;
+        self.indexes.settle(&key, &handle, guard.memory_bytes());
+        drop(handle);
         top_k(guard, &query, k, min_score).await.map(|(_, neighbours)| neighbours)
     }
 
@@ -244,11 +262,16 @@ impl Store {
             Some(vector) => {
                 let comparable = filter.comparable(&vector.embedding)?;
                 let (key, handle) = self.indexes.handle(&prepared.memory.scope, &vector.model, filter);
-                Some(IndexedInsert { key, handle, comparable })
+                Some(IndexedInsert { key, handle, comparable, loads: self.indexes.loads_handle() })
             }
             None => None,
         };
+        let slot = indexed.as_ref().map(|i| (i.key.clone(), Arc::clone(&i.handle)));
         let result = dispatch!(self, b => b.insert_checked(&prepared, vector.as_ref(), threshold, indexed).await);
+        if let Some((key, handle)) = slot {
+            let bytes = handle.read().await.memory_bytes();
+            self.indexes.settle(&key, &handle, bytes);
+        }
         let outcome = self.classify(result)?;
         tracing::debug!(
             fingerprint = prepared.hash.fingerprint(),
@@ -406,6 +429,12 @@ impl Store {
         self.classify(result)
     }
 
+    /// What the in-process vector indexes of this handle hold now, and how often they were
+    /// loaded and dropped since it was opened.
+    pub fn index_usage(&self) -> IndexUsage {
+        self.indexes.usage()
+    }
+
     /// Closes the connection pool, waiting for in-flight queries.
     pub async fn close(&self) {
         dispatch!(self, b => b.pool.close().await);
@@ -469,6 +498,7 @@ pub(crate) struct IndexedInsert {
     key: IndexKey,
     handle: IndexHandle,
     comparable: Embedding,
+    loads: Arc<IndexLoads>,
 }
 
 /// A validated [`MemoryUpdate`] with what the update needs computed once.
@@ -745,6 +775,11 @@ struct IndexState {
 type IndexHandle = Arc<RwLock<IndexState>>;
 
 impl IndexState {
+    /// Heap bytes of the index (0 while there is none).
+    fn memory_bytes(&self) -> usize {
+        self.index.as_ref().map_or(0, VectorIndex::memory_bytes)
+    }
+
     /// Whether the index reflects `version` (or something newer).
     fn is_current(&self, version: i64) -> bool {
         self.version.is_some_and(|v| v >= version)
@@ -885,30 +920,6 @@ pub(crate) struct IndexKey {
     scope: Scope,
     model: String,
     filter: SearchFilter,
-}
-
-/// The lazily created indexes of one store handle, by [`IndexKey`].
-#[derive(Default)]
-struct IndexRegistry {
-    indexes: Mutex<HashMap<IndexKey, IndexHandle>>,
-}
-
-impl IndexRegistry {
-    fn handle(&self, scope: &Scope, model: &str, filter: &SearchFilter) -> (IndexKey, IndexHandle) {
-        let key = IndexKey { scope: scope.clone(), model: model.to_owned(), filter: filter.clone() };
-        let mut indexes = self.indexes.lock().unwrap_or_else(PoisonError::into_inner);
-        let handle = Arc::clone(indexes.entry(key.clone()).or_default());
-        (key, handle)
-    }
-
-    fn handles_of(&self, scope: &Scope) -> Vec<IndexHandle> {
-        let indexes = self.indexes.lock().unwrap_or_else(PoisonError::into_inner);
-        indexes.iter().filter(|(key, _)| &key.scope == scope).map(|(_, handle)| Arc::clone(handle)).collect()
-    }
-
-    fn len(&self) -> usize {
-        self.indexes.lock().unwrap_or_else(PoisonError::into_inner).len()
-    }
 }
 
 /// A read guard on an index that was current when taken.

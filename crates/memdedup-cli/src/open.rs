@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use anyhow::Result;
-use memdedup::{ConfigFile, DeduplicationService, Scope, Store, StoreOptions};
+use memdedup::{ConfigFile, DeduplicationService, Scope, Store};
 
 use crate::UsageError;
 use crate::cli::{GlobalArgs, PairJudgeArgs, ScopeArgs};
@@ -13,10 +13,11 @@ pub(crate) fn config_file(global: &GlobalArgs) -> Result<ConfigFile> {
     Ok(ConfigFile::load(global.config.as_deref())?)
 }
 
-/// Opens the store named by `--db` (or the configured default) and migrates it.
+/// Opens the store named by `--db` (or the configured default) and migrates it, with the
+/// configured index memory budget.
 pub(crate) async fn open_store(global: &GlobalArgs, config: &ConfigFile) -> Result<Arc<Store>> {
     let location = config.db_location(global.db.as_deref())?;
-    let store = Store::open(&location, &StoreOptions::default()).await?;
+    let store = Store::open(&location, &config.store_options()?).await?;
     tracing::debug!(db = %location, "store open");
     Ok(Arc::new(store))
 }

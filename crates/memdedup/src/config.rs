@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use dedup_precompact::DeduplicationConfig;
-use dedup_store::{DbLocation, MEMDEDUP_HOME_ENV_VAR};
+use dedup_store::{DEFAULT_INDEX_MEMORY_BYTES, DbLocation, MEMDEDUP_HOME_ENV_VAR, StoreOptions};
 
 use crate::{Error, Result};
 
@@ -11,8 +11,15 @@ use crate::{Error, Result};
 pub const CONFIG_ENV_VAR: &str = "MEMDEDUP_CONFIG";
 /// The config file's name.
 pub const CONFIG_FILE_NAME: &str = "memdedup.toml";
+/// The environment variable setting the index memory budget in MiB, over
+/// `[store] index_memory_mb`.
+pub const INDEX_MEMORY_ENV_VAR: &str = "MEMDEDUP_INDEX_MEMORY_MB";
+/// The largest index memory budget accepted, in MiB (1 TiB): anything above is a typo.
+pub const MAX_INDEX_MEMORY_MB: u64 = 1 << 20;
 
 const KNOWN_TABLES: [&str; 5] = ["store", "dedup", "embedder", "server", "judge"];
+/// The keys of `[store]`.
+const STORE_KEYS: [&str; 2] = ["db", "index_memory_mb"];
 /// The keys of `[embedder]`.
 const EMBEDDER_KEYS: [&str; 6] = ["kind", "model_dir", "base_url", "model", "dimensions", "api_key_env"];
 
@@ -50,6 +57,7 @@ pub enum EmbedderSettings {
 /// ```toml
 /// [store]
 /// db = "postgres://memdedup@db.internal/memdedup"   # or a SQLite file path
+/// index_memory_mb = 1024        # in-process vector indexes, least recently used dropped past it
 ///
 /// [embedder]
 /// model_dir = "/opt/memdedup/models/all-minilm-l6-v2-int8"
@@ -110,6 +118,7 @@ impl ConfigFile {
         }
         let config = ConfigFile { path: Some(origin.to_path_buf()), table };
         config.string("store", "db")?;
+        config.index_memory_mb_in_file()?;
         config.embedder()?;
         config.dedup_config_without_env()?;
         config.check_judge_table()?;
@@ -139,6 +148,48 @@ impl ConfigFile {
     /// `[store] db`, if set.
     pub fn store_db(&self) -> Result<Option<String>> {
         self.string("store", "db")
+    }
+
+    /// The store options this configuration asks for: the index memory budget
+    /// ([`ConfigFile::index_memory_bytes`]) over [`StoreOptions::default`].
+    pub fn store_options(&self) -> Result<StoreOptions> {
+        let index_memory_bytes = self.index_memory_bytes(std::env::var(INDEX_MEMORY_ENV_VAR).ok().as_deref())?;
+        Ok(StoreOptions { index_memory_bytes, ..StoreOptions::default() })
+    }
+
+    /// The index memory budget in bytes: `env` (the value of `$MEMDEDUP_INDEX_MEMORY_MB`,
+    /// ignored when empty) > `[store] index_memory_mb` > 1024 MiB. Either must be a whole
+    /// number of MiB from 1 to [`MAX_INDEX_MEMORY_MB`].
+    pub fn index_memory_bytes(&self, env: Option<&str>) -> Result<usize> {
+        let mib = match env.map(str::trim).filter(|v| !v.is_empty()) {
+            Some(value) => {
+                let env_error = |message: String| Error::Config { origin: INDEX_MEMORY_ENV_VAR.to_owned(), message };
+                let mib: i128 = value.parse().map_err(|_| {
+                    env_error(format!("`{INDEX_MEMORY_ENV_VAR}` must be a whole number of MiB, not {value:?}"))
+                })?;
+                check_index_memory_mb(INDEX_MEMORY_ENV_VAR, mib).map_err(env_error)?
+            }
+            None => match self.index_memory_mb_in_file()? {
+                Some(mib) => mib,
+                None => return Ok(DEFAULT_INDEX_MEMORY_BYTES),
+            },
+        };
+        usize::try_from(mib << 20).map_err(|_| self.error(format!("an index memory budget of {mib} MiB is too large")))
+    }
+
+    /// `[store] index_memory_mb`, checked, if set.
+    fn index_memory_mb_in_file(&self) -> Result<Option<u64>> {
+        const KEY: &str = "store.index_memory_mb";
+        self.string("store", "db")?;
+        match self.table.get("store").and_then(|t| t.get("index_memory_mb")) {
+            None => Ok(None),
+            Some(toml::Value::Integer(n)) => {
+                check_index_memory_mb(KEY, i128::from(*n)).map(Some).map_err(|m| self.error(m))
+            }
+            Some(other) => {
+                Err(self.error(format!("`{KEY}` must be a whole number of MiB (like 1024), not {}", other.type_str())))
+            }
+        }
     }
 
     /// `[embedder] model_dir`, if set.
@@ -227,7 +278,11 @@ impl ConfigFile {
     fn string(&self, table: &str, key: &str) -> Result<Option<String>> {
         let Some(section) = self.table.get(table) else { return Ok(None) };
         let Some(section) = section.as_table() else { return Err(self.error(format!("`{table}` must be a table"))) };
-        let known: &[&str] = if table == "embedder" { &EMBEDDER_KEYS } else { &[key] };
+        let known: &[&str] = match table {
+            "embedder" => &EMBEDDER_KEYS,
+            "store" => &STORE_KEYS,
+            _ => &[key],
+        };
         if table != "dedup"
             && let Some(unknown) = section.keys().find(|k| !known.contains(&k.as_str()))
         {
@@ -260,6 +315,17 @@ impl ConfigFile {
 
     pub(crate) fn error(&self, message: impl Into<String>) -> Error {
         Error::Config { origin: self.origin(), message: message.into() }
+    }
+}
+
+/// Checks an index memory budget of `mib` MiB given as `key`.
+fn check_index_memory_mb(key: &str, mib: i128) -> std::result::Result<u64, String> {
+    match u64::try_from(mib) {
+        Ok(0) | Err(_) => Err(format!("`{key}` must be a positive number of MiB, not {mib}")),
+        Ok(mib) if mib > MAX_INDEX_MEMORY_MB => Err(format!(
+            "`{key}` {mib} is over the limit of {MAX_INDEX_MEMORY_MB} MiB (1 TiB); it is in MiB, not bytes"
+        )),
+        Ok(mib) => Ok(mib),
     }
 }
 
@@ -334,5 +400,42 @@ mod tests {
         std::fs::write(&path, b"[dedup]\nmin_se\xedantic_length = 50\n").unwrap();
         let err = ConfigFile::read(&path).unwrap_err().to_string();
         assert!(err.contains("invalid byte at offset 14 (line 2)") && err.contains("memdedup.toml"), "{err}");
+    }
+
+    #[test]
+    fn index_memory_budget_comes_from_the_env_then_the_file_then_the_default() {
+        let none = parse("[store]\ndb = \"/x.db\"\n").unwrap();
+        assert_eq!(none.index_memory_bytes(None).unwrap(), 1 << 30);
+        let file = parse("[store]\nindex_memory_mb = 256\n").unwrap();
+        assert_eq!(file.index_memory_bytes(None).unwrap(), 256 << 20);
+        assert_eq!(file.index_memory_bytes(Some(" ")).unwrap(), 256 << 20, "empty counts as unset");
+        assert_eq!(file.index_memory_bytes(Some("64")).unwrap(), 64 << 20);
+        assert_eq!(file.store_options().map(|o| o.busy_timeout).unwrap(), StoreOptions::default().busy_timeout);
+    }
+
+    #[test]
+    fn a_bad_index_memory_budget_names_the_file_and_key() {
+        for (value, wanted) in [
+            ("\"1024\"", "must be a whole number of MiB (like 1024), not string"),
+            ("1.5", "must be a whole number of MiB (like 1024), not float"),
+            ("0", "must be a positive number of MiB, not 0"),
+            ("-8", "must be a positive number of MiB, not -8"),
+            ("1073741824", "1073741824 is over the limit of 1048576 MiB (1 TiB)"),
+        ] {
+            let err = parse(&format!("[store]\nindex_memory_mb = {value}\n")).unwrap_err().to_string();
+            assert!(err.starts_with("invalid configuration in memdedup.toml: `store.index_memory_mb`"), "{err}");
+            assert!(err.contains(wanted), "{value}: {err}");
+        }
+        let file = parse("").unwrap();
+        for (value, wanted) in
+            [("lots", "not \"lots\""), ("0", "not 0"), ("-1", "not -1"), ("99999999", "over the limit")]
+        {
+            let err = file.index_memory_bytes(Some(value)).unwrap_err().to_string();
+            assert!(
+                err.starts_with("invalid configuration in MEMDEDUP_INDEX_MEMORY_MB: `MEMDEDUP_INDEX_MEMORY_MB`"),
+                "{err}"
+            );
+            assert!(err.contains(wanted), "{value}: {err}");
+        }
     }
 }

@@ -65,8 +65,9 @@ pub use dedup_precompact::{
 
 #[doc(inline)]
 pub use dedup_store::{
-    DEFAULT_DOMAIN, DbLocation, Fact, FactOutcome, FactUpdate, InsertOutcome, Lifecycle, ListFilter, Memory, MemoryId,
-    MemoryUpdate, NamespaceStats, Neighbour, NewFact, NewMemory, Scope, SearchFilter, Store, StoreOptions, StoreStats,
+    DEFAULT_DOMAIN, DEFAULT_INDEX_MEMORY_BYTES, DbLocation, Fact, FactOutcome, FactUpdate, IndexUsage, InsertOutcome,
+    Lifecycle, ListFilter, Memory, MemoryId, MemoryUpdate, NamespaceStats, Neighbour, NewFact, NewMemory, Scope,
+    SearchFilter, Store, StoreOptions, StoreStats,
 };
 
 #[doc(inline)]
@@ -81,7 +82,9 @@ pub use dedup_store::{MergeFilter, MergeId, MergeRecord, TextSource, UndoReport}
 
 pub use cached::CachedEmbedder;
 pub use collection::{CollectionItem, DEFAULT_NAMESPACE, ScanOptions, ScanReport, scan_collection};
-pub use config::{CONFIG_ENV_VAR, CONFIG_FILE_NAME, ConfigFile, EmbedderSettings};
+pub use config::{
+    CONFIG_ENV_VAR, CONFIG_FILE_NAME, ConfigFile, EmbedderSettings, INDEX_MEMORY_ENV_VAR, MAX_INDEX_MEMORY_MB,
+};
 pub use embed::{EMBED_CHUNK, default_embedder, embed_texts, short_lived_embedder};
 pub use error::{Error, Result};
 pub use judge::{JUDGE_ENV_VAR, JUDGE_MODEL_ENV_VAR, JUDGE_URL_ENV_VAR, JudgeKind, JudgeOverrides, JudgeSettings};

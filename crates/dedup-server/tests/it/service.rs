@@ -57,6 +57,21 @@ async fn metrics_count_requests_by_route_and_dedup_checks() -> anyhow::Result<()
     assert!(!metrics.contains(&format!("route=\"/v1/nodes/{id}\"")), "raw paths never become labels");
     assert!(metric_value(metrics, "dedup_checks_total", None) >= checks_before + 1.0);
     assert!(metrics.contains("dedup_similarity_score"), "the best similarity of a check is recorded");
+    // The store's vector indexes, read at the scrape: the check loaded one.
+    for name in [
+        "memdedup_index_bytes",
+        "memdedup_index_budget_bytes",
+        "memdedup_indexes_resident",
+        "memdedup_index_evictions_total",
+        "memdedup_index_loads_total",
+        "memdedup_index_load_ms_total",
+    ] {
+        assert!(metrics.contains(&format!("# TYPE {name}")), "no {name} in:\n{metrics}");
+    }
+    assert_eq!(metric_value(metrics, "memdedup_index_budget_bytes", None), 1024.0 * 1024.0 * 1024.0);
+    assert!(metric_value(metrics, "memdedup_index_loads_total", None) >= 1.0);
+    assert!(metric_value(metrics, "memdedup_indexes_resident", None) >= 1.0);
+    assert!(metric_value(metrics, "memdedup_index_bytes", None) > 0.0);
     Ok(())
 }
 

@@ -27,7 +27,7 @@ macro_rules! shared_queries {
 
             use super::*;
             use crate::store::{
-                FreshIndex, IndexHandle, IndexKey, IndexState, IndexedInsert, MemoryRecord, PreparedMemory,
+                FreshIndex, IndexHandle, IndexKey, IndexLoads, IndexState, IndexedInsert, MemoryRecord, PreparedMemory,
                 PreparedUpdate, VectorRecord, dims_i32, now, top_k,
             };
             use crate::{
@@ -57,6 +57,7 @@ macro_rules! shared_queries {
                     &self,
                     handle: IndexHandle,
                     key: &IndexKey,
+                    loads: &IndexLoads,
                 ) -> Result<FreshIndex> {
                     let mut conn = self.pool.acquire().await?;
                     let version = scope_version(&mut conn, &key.scope).await?;
@@ -66,7 +67,7 @@ macro_rules! shared_queries {
                     }
                     drop(state);
                     let mut state = handle.write_owned().await;
-                    refresh(&mut conn, &mut state, key, version).await?;
+                    refresh(&mut conn, &mut state, key, version, loads).await?;
                     Ok(state.downgrade())
                 }
 
@@ -81,7 +82,7 @@ macro_rules! shared_queries {
                     // Catch up outside the write lock, so that the locked transaction only
                     // reads what changed meanwhile.
                     if let Some(indexed) = &indexed {
-                        let fresh = self.fresh_index(Arc::clone(&indexed.handle), &indexed.key).await?;
+                        let fresh = self.fresh_index(Arc::clone(&indexed.handle), &indexed.key, &indexed.loads).await?;
                         fresh.check_dims(&indexed.comparable)?;
                     }
 
@@ -98,7 +99,7 @@ macro_rules! shared_queries {
                     if let Some(indexed) = &indexed {
                         let version = scope_version(write.conn(), scope).await?;
                         let mut state = Arc::clone(&indexed.handle).write_owned().await;
-                        refresh(write.conn(), &mut state, &indexed.key, version).await?;
+                        refresh(write.conn(), &mut state, &indexed.key, version, &indexed.loads).await?;
                         state.check_dims(&indexed.comparable)?;
                         if let Some(threshold) = threshold {
                             let (state, best) = top_k(state, &indexed.comparable, 1, Some(threshold)).await?;
@@ -639,15 +640,18 @@ macro_rules! shared_queries {
             /// Brings `state` up to `version`, read just before (with the version of the
             /// scope's last delete): a full load of the live rows the first time or after a
             /// delete it has not seen, else the rows changed since the version it reflects.
+            /// A first load is counted in `loads`.
             async fn refresh(
                 conn: &mut Conn,
                 state: &mut IndexState,
                 key: &IndexKey,
                 (version, reset): (i64, i64),
+                loads: &IndexLoads,
             ) -> Result<()> {
                 if state.is_current(version) {
                     return Ok(());
                 }
+                let started = state.version.is_none().then(std::time::Instant::now);
                 let since = state.version.filter(|&since| since >= reset);
                 let mut query = QueryBuilder::<Db>::new(
                     "SELECT m.id, m.deprecated, CAST(e.dims AS BIGINT) AS dims, e.vector FROM memories m ",
@@ -668,7 +672,11 @@ macro_rules! shared_queries {
                     }
                 }
                 let rows: Vec<VectorRecord> = query.build_query_as().fetch_all(&mut *conn).await?;
-                state.apply(rows, since.is_none(), version, &key.filter)
+                state.apply(rows, since.is_none(), version, &key.filter)?;
+                if let Some(started) = started {
+                    loads.record(started.elapsed());
+                }
+                Ok(())
             }
         }
     };

@@ -44,6 +44,7 @@ macro_rules! backend_tests {
 mod basics;
 mod concurrency;
 mod facts;
+mod index_budget;
 mod isolation;
 mod merges;
 mod nodes;
