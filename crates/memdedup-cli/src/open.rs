@@ -25,14 +25,19 @@ pub(crate) async fn open_store(global: &GlobalArgs, config: &ConfigFile) -> Resu
 /// embedder can be made), the configured recent-capture cache and the pair judge of
 /// `judge` (flags) over the configured one.
 pub(crate) async fn open_service(global: &GlobalArgs, judge: &PairJudgeArgs) -> Result<DeduplicationService> {
-    let config = config_file(global)?;
+    open_service_with(global, judge, &config_file(global)?).await
+}
+
+/// [`open_service`] with `config` already read.
+pub(crate) async fn open_service_with(
+    global: &GlobalArgs,
+    judge: &PairJudgeArgs,
+    config: &ConfigFile,
+) -> Result<DeduplicationService> {
     let mut dedup = config.dedup_config()?;
     dedup.apply_judge(judge.judge.as_deref(), "--judge", judge.judge_params.as_deref(), "--judge-params")?;
-    let store = open_store(global, &config).await?;
-    let model_dir = match &global.model_dir {
-        Some(dir) => Some(dir.clone()),
-        None => config.model_dir()?,
-    };
+    let store = open_store(global, config).await?;
+    let model_dir = model_dir(global, config)?;
     let service = match memdedup::default_embedder(model_dir.as_deref()) {
         Ok(embedder) => DeduplicationService::new(store, embedder, dedup),
         Err(error) => {

@@ -81,7 +81,10 @@ pub use dedup_store::{MergeFilter, MergeId, MergeRecord, TextSource, UndoReport}
 
 pub use cached::CachedEmbedder;
 pub use collection::{CollectionItem, DEFAULT_NAMESPACE, ScanOptions, ScanReport, scan_collection};
-pub use config::{CONFIG_ENV_VAR, CONFIG_FILE_NAME, ConfigFile, EmbedderSettings};
+pub use config::{
+    CLIENT_TOKEN_ENV_VAR, CONFIG_ENV_VAR, CONFIG_FILE_NAME, ClientSettings, ConfigFile, DEFAULT_CLIENT_TIMEOUT_MS,
+    EmbedderSettings, SERVER_URL_ENV_VAR,
+};
 pub use embed::{EMBED_CHUNK, default_embedder, embed_texts};
 pub use error::{Error, Result};
 pub use judge::{JUDGE_ENV_VAR, JUDGE_MODEL_ENV_VAR, JUDGE_URL_ENV_VAR, JudgeKind, JudgeOverrides, JudgeSettings};
