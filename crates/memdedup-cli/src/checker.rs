@@ -87,18 +87,20 @@ impl<'a> Checker<'a> {
         }
     }
 
-    /// Logs why the server is left and leaves it; a refusal is the command's error.
+    /// Logs why the server is left and leaves it for the rest of the command. A refusal
+    /// is the command's error, and the server is kept, so later calls are refused too
+    /// rather than done in a store the server may not serve.
     fn leave_server(&mut self, error: ServerError, doing: &str) -> Result<()> {
-        let Some(server) = self.server.take() else { return Ok(()) };
+        let url = self.server.as_ref().map(|server| server.url().to_owned()).unwrap_or_default();
         match error {
             ServerError::Unavailable(reason) => {
-                tracing::info!("server {} {reason}; {doing} locally", server.url());
+                tracing::info!("server {url} {reason}; {doing} locally");
+                self.server = None;
                 Ok(())
             }
             ServerError::Refused(reason) => Err(anyhow!(
-                "server {} {reason} (client mode: set the token in the variable `[client] token_env` names, \
-                 or MEMDEDUP_SERVER_URL= to work locally)",
-                server.url()
+                "server {url} {reason} (client mode: set the token in the variable `[client] token_env` names, \
+                 or MEMDEDUP_SERVER_URL= to work locally)"
             )),
         }
     }
