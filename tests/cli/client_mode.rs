@@ -95,7 +95,10 @@ fn client_mode_check_add_capture_and_hook_print_what_local_work_prints() {
         let (remote_out, remote_err, remote_code) = run(&served, Some(&url), &token, &args, &stdin);
         let (local_out, local_err, local_code) = run(&local, None, &token[1..], &args, &stdin);
         assert_eq!((remote_code, local_code), (0, 0), "{args:?}:\n{remote_err}\n{local_err}");
-        assert!(remote_err.contains(&format!("server {url} {said}")), "{args:?}: the server did not answer:\n{remote_err}");
+        assert!(
+            remote_err.contains(&format!("server {url} {said}")),
+            "{args:?}: the server did not answer:\n{remote_err}"
+        );
         assert!(!remote_err.contains("locally"), "{args:?}: fell back:\n{remote_err}");
         assert!(!local_err.contains("server"), "{args:?}: asked a server:\n{local_err}");
         match (serde_json::from_str::<Value>(&remote_out), serde_json::from_str::<Value>(&local_out)) {
@@ -139,7 +142,10 @@ fn client_mode_works_locally_when_the_server_is_down() {
     assert_eq!(json(out.as_bytes())["urn"], "memdedup://global/default/1", "{out}");
     assert!(err.contains(&format!("server {url} cannot be reached")) && err.contains("; adding locally"), "{err}");
     let (out, err, code) = run(&db, Some(&url), &[], &["check", "Use tabs in Makefiles."], "");
-    assert_eq!((code, out.as_str()), (0, "duplicate of memdedup://global/default/1: exact match (same normalised text)\n"));
+    assert_eq!(
+        (code, out.as_str()),
+        (0, "duplicate of memdedup://global/default/1: exact match (same normalised text)\n")
+    );
     assert!(err.contains("; checking locally"), "{err}");
     // Empty turns client mode off.
     let (_, err, code) = run(&db, Some(""), &[], &["check", "Use tabs in Makefiles."], "");

@@ -115,11 +115,7 @@ impl<'a> Checker<'a> {
 
 /// The server to ask: `[client]` or `MEMDEDUP_SERVER_URL`, unless a flag names the
 /// store, the model or the pair judge, which only local work can honour.
-fn server(
-    global: &GlobalArgs,
-    judge: &PairJudgeArgs,
-    config: &ConfigFile,
-) -> Result<Option<memdedup::ClientSettings>> {
+fn server(global: &GlobalArgs, judge: &PairJudgeArgs, config: &ConfigFile) -> Result<Option<memdedup::ClientSettings>> {
     let Some(settings) = config.client()? else { return Ok(None) };
     let flag = [
         global.db.as_ref().map(|_| "--db"),

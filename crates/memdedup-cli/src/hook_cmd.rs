@@ -24,9 +24,9 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio::time::timeout_at;
 
+use crate::checker::Checker;
 use crate::cli::hook::{HookCommand, PreCompactArgs};
 use crate::cli::{GlobalArgs, PairJudgeArgs};
-use crate::checker::Checker;
 use crate::open::{config_file, open_store};
 use crate::precompact::{HOOK_FAILURE_DOMAIN, HOOK_FAILURE_NAMESPACE};
 use crate::verdict::warn_degraded;

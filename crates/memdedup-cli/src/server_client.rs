@@ -228,7 +228,10 @@ mod tests {
     #[test]
     fn replies_are_found_in_json_and_event_stream_bodies() {
         let id = json!(2);
-        assert_eq!(reply_in(br#"{"jsonrpc":"2.0","id":2,"result":{}}"#, &id), Some(json!({"jsonrpc":"2.0","id":2,"result":{}})));
+        assert_eq!(
+            reply_in(br#"{"jsonrpc":"2.0","id":2,"result":{}}"#, &id),
+            Some(json!({"jsonrpc":"2.0","id":2,"result":{}}))
+        );
         let stream = b"id: 0\nretry: 3000\ndata: \n\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":1}\n\ndata: {\"jsonrpc\":\"2.0\",\"id\":2,\"result\":2}\n\n";
         assert_eq!(reply_in(stream, &id).unwrap()["result"], 2);
         assert_eq!(reply_in(b"data: {\"jsonrpc\":\"2.0\",\"id\":2,\"res", &id), None, "a reply cut short is not read");

@@ -421,11 +421,10 @@ mod tests {
         let config =
             parse("[client]\nurl = \"http://127.0.0.1:3100\"\ntimeout_ms = 200\ntoken_env = \"HOOK_TOKEN\"\n").unwrap();
         let client = config.client_without_env(None).unwrap().unwrap();
-        assert_eq!((client.url.as_str(), client.timeout, client.token_env.as_str()), (
-            "http://127.0.0.1:3100",
-            Duration::from_millis(200),
-            "HOOK_TOKEN"
-        ));
+        assert_eq!(
+            (client.url.as_str(), client.timeout, client.token_env.as_str()),
+            ("http://127.0.0.1:3100", Duration::from_millis(200), "HOOK_TOKEN")
+        );
         assert_eq!(config.client_without_env(Some(String::new())).unwrap(), None, "empty turns it off");
         let other = config.client_without_env(Some("https://memory.internal".to_owned())).unwrap().unwrap();
         assert_eq!((other.url.as_str(), other.timeout), ("https://memory.internal", Duration::from_millis(200)));
