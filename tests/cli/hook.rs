@@ -101,7 +101,7 @@ impl Ran {
 }
 
 /// Claude Code's hook input for a transcript.
-fn input(transcript: &Path) -> String {
+pub(crate) fn input(transcript: &Path) -> String {
     json!({
         "session_id": "abc123",
         "transcript_path": transcript,
@@ -113,12 +113,12 @@ fn input(transcript: &Path) -> String {
     .to_string()
 }
 
-fn user(text: &str) -> String {
+pub(crate) fn user(text: &str) -> String {
     json!({"type": "user", "message": {"role": "user", "content": text}, "uuid": "u", "sessionId": "abc123"})
         .to_string()
 }
 
-fn assistant(text: &str) -> String {
+pub(crate) fn assistant(text: &str) -> String {
     json!({"type": "assistant", "message": {"role": "assistant", "content": [{"type": "text", "text": text}]}})
         .to_string()
 }

@@ -2,6 +2,7 @@
 
 mod bad_input;
 mod calibrate;
+mod client_mode;
 mod dedup;
 mod dedup_local;
 mod eval;

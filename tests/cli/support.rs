@@ -18,7 +18,7 @@ pub const THRESHOLD_ENV_VAR: &str = "AGENTIC_CONTEXT_DEDUP_THRESHOLD";
 /// Variables that change the binary's behaviour or output and must not leak in from the
 /// shell running the tests. The model location variables are kept on purpose; tests that
 /// use a database pass `--db` explicitly.
-pub const CLEARED_ENV_VARS: [&str; 20] = [
+pub const CLEARED_ENV_VARS: [&str; 22] = [
     THRESHOLD_ENV_VAR,
     "MEMDEDUP_INDEX_MEMORY_MB",
     "MEMDEDUP_DEDUP_JUDGE",
@@ -39,6 +39,8 @@ pub const CLEARED_ENV_VARS: [&str; 20] = [
     "MEMDEDUP_JUDGE_API_KEY",
     "OPENAI_API_KEY",
     "ANTHROPIC_API_KEY",
+    "MEMDEDUP_SERVER_URL",
+    "MEMDEDUP_API_TOKEN",
 ];
 
 /// The hint every model-related failure must carry.

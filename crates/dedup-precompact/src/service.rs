@@ -7,13 +7,13 @@ use std::time::{Duration, Instant};
 use dedup_core::{ContentHash, Embedding, PairVerdict};
 use dedup_embed::Embedder;
 use dedup_store::{InsertOutcome, MAX_CONTENT_BYTES, MemoryId, Neighbour, NewMemory, Scope, Store, StoredVector};
-use serde::Serialize;
+use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::metrics;
-use crate::{DeduplicationConfig, JudgeCandidate, PairDecision, RecentCaptures, Result};
+use crate::{DeduplicationConfig, JudgeCandidate, PAIR_JUDGE_NAMES, PairDecision, RecentCaptures, Result};
 
 /// Why content was judged a duplicate: which checker decided.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum DuplicateReason {
     /// A live memory of the scope has the same normalised content (same SHA-256).
     ExactMatch,
@@ -47,7 +47,7 @@ impl fmt::Display for DuplicateReason {
 }
 
 /// One checker of the chain.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum CheckType {
     /// Content-hash lookup in the store.
@@ -70,7 +70,7 @@ impl CheckType {
 }
 
 /// A checker that failed and was skipped (the check failed open).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CheckFailure {
     /// Which checker failed.
     pub check: CheckType,
@@ -81,8 +81,9 @@ pub struct CheckFailure {
 /// The answer of [`DeduplicationService::check_duplicate`], with its evidence.
 ///
 /// Invariants: `matched_urn` and `matched_memory_id` are set whenever `is_duplicate` is;
-/// `verdict` is `duplicate` exactly when `is_duplicate` is.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// `verdict` is `duplicate` exactly when `is_duplicate` is. It reads back from its JSON
+/// (what `memdedup serve` answers over `/mcp`) unchanged.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DuplicateCheckResult {
     /// Whether the content duplicates a memory of its scope.
     pub is_duplicate: bool,
@@ -112,7 +113,8 @@ pub struct DuplicateCheckResult {
     /// The content hash's 16-digit fingerprint (what logs show instead of the text).
     pub fingerprint: String,
     /// The pair judge in force: `cosine` or `local` ([`PairJudgeChoice::name`](crate::PairJudgeChoice::name)).
-    pub judge: &'static str,
+    #[serde(deserialize_with = "judge_name")]
+    pub judge: JudgeName,
     /// `duplicate`, `related` (a close memory the judge keeps apart: vetoed above the
     /// threshold, or not confirmed in the gray band below it; only with the local judge)
     /// or `unique`.
@@ -121,6 +123,17 @@ pub struct DuplicateCheckResult {
     /// memory (or, when not a duplicate, about the nearest one it judged); empty when no
     /// memory was close enough to judge.
     pub reasons: Vec<String>,
+}
+
+/// A judge's name; an alias so that reading it back does not borrow from the input.
+type JudgeName = &'static str;
+
+/// One of [`PAIR_JUDGE_NAMES`], read back as the name [`PairJudgeChoice::name`](crate::PairJudgeChoice::name) gives.
+fn judge_name<'de, D: Deserializer<'de>>(deserializer: D) -> std::result::Result<&'static str, D::Error> {
+    let name = String::deserialize(deserializer)?;
+    PAIR_JUDGE_NAMES.into_iter().find(|known| *known == name).ok_or_else(|| {
+        serde::de::Error::custom(format_args!("unknown judge {name:?} (known: {})", PAIR_JUDGE_NAMES.join(", ")))
+    })
 }
 
 impl DuplicateCheckResult {
@@ -187,8 +200,8 @@ impl AddOutcome {
     }
 }
 
-/// What [`DeduplicationService::add`] did.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// What [`DeduplicationService::add`] did. It reads back from its JSON unchanged.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AddOutcome {
     /// The new memory's id, when it was stored.
     pub stored: Option<MemoryId>,

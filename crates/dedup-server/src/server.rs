@@ -11,6 +11,7 @@ use axum::http::{HeaderValue, Request};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, patch, post};
+use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 use tower_http::request_id::{MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
@@ -156,6 +157,13 @@ pub async fn serve_app(
 ) -> Result<(), Error> {
     let local: Option<SocketAddr> = listener.local_addr().ok();
     tracing::info!(addr = ?local, backend = state.store().backend(), "serving");
+    // Without TCP_NODELAY an answer written after its headers (an MCP event stream) waits
+    // for the client's delayed ACK: about 40 ms on every call.
+    let listener = listener.tap_io(|stream| {
+        if let Err(error) = stream.set_nodelay(true) {
+            tracing::debug!(%error, "cannot set TCP_NODELAY");
+        }
+    });
     axum::serve(listener, app).with_graceful_shutdown(shutdown).await?;
     state.store().close().await;
     tracing::info!("stopped");

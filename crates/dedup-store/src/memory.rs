@@ -286,7 +286,7 @@ impl InsertOutcome {
 }
 
 /// One search hit.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Neighbour {
     /// The memory.
     pub id: MemoryId,

@@ -6,9 +6,9 @@ use memdedup::{NewMemory, Scope};
 use serde::Deserialize;
 
 use crate::UsageError;
+use crate::checker::Checker;
 use crate::cli::{CaptureArgs, GlobalArgs};
 use crate::input::{display_name, read_text, without_bom};
-use crate::open::open_service;
 use crate::output::emit;
 use crate::precompact::{additional_context, hook_output};
 use crate::verdict::{add_json, warn_degraded};
@@ -30,16 +30,22 @@ struct Candidate {
 pub(crate) async fn run(global: &GlobalArgs, args: &CaptureArgs) -> Result<()> {
     let name = display_name(&args.file);
     let candidates = parse_candidates(&read_text(&args.file)?, &name)?;
-    let service = open_service(global, &args.judge).await?;
+    let mut checker = Checker::open(global, &args.judge).await?;
     let mut outcomes = Vec::with_capacity(candidates.len());
     for memory in candidates {
         let content = memory.content.clone();
         let scope = memory.scope.clone();
-        let outcome = service.add(memory).await?;
+        let outcome = match checker.add(memory).await {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                checker.close().await;
+                return Err(e);
+            }
+        };
         warn_degraded(&outcome.check);
         outcomes.push((content, scope, outcome));
     }
-    service.store().close().await;
+    checker.close().await;
     if args.json {
         let results: Vec<String> = outcomes.iter().map(|(_, scope, outcome)| add_json(outcome, scope)).collect();
         emit(&format!("{{\"results\":[{}]}}\n", results.join(",")))?;

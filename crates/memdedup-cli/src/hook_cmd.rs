@@ -24,9 +24,10 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio::time::timeout_at;
 
+use crate::checker::Checker;
 use crate::cli::hook::{HookCommand, PreCompactArgs};
 use crate::cli::{GlobalArgs, PairJudgeArgs};
-use crate::open::{config_file, open_service, open_store};
+use crate::open::{config_file, open_store};
 use crate::precompact::{HOOK_FAILURE_DOMAIN, HOOK_FAILURE_NAMESPACE};
 use crate::verdict::warn_degraded;
 
@@ -171,16 +172,14 @@ async fn pipeline(global: &GlobalArgs, args: &PreCompactArgs, deadline: tokio::t
     if run.candidates.is_empty() {
         return;
     }
-    let service = match open_service(global, &PairJudgeArgs::default()).await {
-        Ok(service) => service,
+    let judge = PairJudgeArgs::default();
+    let mut checker = match Checker::open(global, &judge).await {
+        Ok(checker) => checker,
         Err(e) => {
             return run.fail(Failure::Store, format!("cannot open the memory store: {}", crate::format_chain(&e)));
         }
     };
-    run.store = Some(service.store().clone());
-    if service.embedder().is_none() {
-        run.fail(Failure::Embedder, NO_EMBEDDINGS);
-    }
+    note_local(&checker, run);
     for candidate in run.candidates.clone() {
         let scope = match Scope::new(memdedup::DEFAULT_DOMAIN, candidate.namespace) {
             Ok(scope) => scope,
@@ -190,7 +189,9 @@ async fn pipeline(global: &GlobalArgs, args: &PreCompactArgs, deadline: tokio::t
             }
         };
         let memory = NewMemory::new(scope.clone(), candidate.content.clone()).with_kind(candidate.kind);
-        match service.add(memory).await {
+        let added = checker.add(memory).await;
+        note_local(&checker, run);
+        match added {
             Ok(outcome) => {
                 warn_degraded(&outcome.check);
                 for degraded in &outcome.check.degraded {
@@ -202,6 +203,21 @@ async fn pipeline(global: &GlobalArgs, args: &PreCompactArgs, deadline: tokio::t
                 run.outcomes.push((candidate.content, scope, outcome));
             }
             Err(e) => run.fail(Failure::Store, format!("a candidate was not stored: {e}")),
+        }
+    }
+    if run.store.is_none() {
+        // Client mode: the server stored them; nothing local to close.
+        checker.close().await;
+    }
+}
+
+/// Once the run works locally (from the start, or after the server failed): the store
+/// failures are counted in and closed at the end, and a missing model is a failure.
+fn note_local(checker: &Checker<'_>, run: &mut Run) {
+    if let (None, Some(service)) = (&run.store, checker.local_service()) {
+        run.store = Some(service.store().clone());
+        if service.embedder().is_none() {
+            run.fail(Failure::Embedder, NO_EMBEDDINGS);
         }
     }
 }

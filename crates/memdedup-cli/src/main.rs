@@ -8,6 +8,7 @@
 
 mod calibrate_cmd;
 mod capture_cmd;
+mod checker;
 mod cli;
 mod dedup_cmd;
 mod eval_cmd;
@@ -27,6 +28,7 @@ mod progress;
 mod reembed_cmd;
 mod scan_cmd;
 mod serve_cmd;
+mod server_client;
 mod similarity_cmd;
 mod transcript;
 mod undo_cmd;

@@ -7,9 +7,10 @@ use memdedup::{ListFilter, Memory, MemoryId, NewMemory, Scope};
 use serde_json::Value;
 
 use crate::UsageError;
+use crate::checker::Checker;
 use crate::cli::{AddArgs, CheckArgs, GlobalArgs, JsonArgs, ListArgs, ShowArgs};
 use crate::input::{parse_memory_id, read_text, without_bom};
-use crate::open::{config_file, open_service, open_store, scope};
+use crate::open::{config_file, open_store, scope};
 use crate::output::{emit, plural, snippet};
 use crate::precompact::is_hook_failure_scope;
 use crate::verdict::{add_json, add_line, verdict_line, warn_degraded, with_scope};
@@ -23,34 +24,36 @@ fn text_arg(text: &str) -> Result<String> {
 pub(crate) async fn check(global: &GlobalArgs, args: &CheckArgs) -> Result<()> {
     let scope = scope(&args.scope)?;
     let text = text_arg(&args.text)?;
-    let service = open_service(global, &args.judge).await?;
-    let result = service.check_duplicate(&text, &scope).await?;
+    let mut checker = Checker::open(global, &args.judge).await?;
+    let result = checker.check(&text, &scope).await;
+    checker.close().await;
+    let result = result?;
     warn_degraded(&result);
     if args.json {
         emit(&format!("{}\n", with_scope(&result, &scope)))?;
     } else {
         emit(&format!("{}\n", verdict_line(&result, &scope)))?;
     }
-    service.store().close().await;
     Ok(())
 }
 
 pub(crate) async fn add(global: &GlobalArgs, args: &AddArgs) -> Result<()> {
     let scope = scope(&args.scope)?;
     let text = text_arg(&args.text)?;
-    let service = open_service(global, &args.judge).await?;
     let mut memory = NewMemory::new(scope.clone(), text).with_kind(&args.kind);
     if let Some(title) = &args.title {
         memory = memory.with_title(title);
     }
-    let outcome = service.add(memory).await?;
+    let mut checker = Checker::open(global, &args.judge).await?;
+    let outcome = checker.add(memory).await;
+    checker.close().await;
+    let outcome = outcome?;
     warn_degraded(&outcome.check);
     if args.json {
         emit(&format!("{}\n", add_json(&outcome, &scope)))?;
     } else {
         emit(&format!("{}\n", add_line(&outcome, &scope)))?;
     }
-    service.store().close().await;
     Ok(())
 }
 

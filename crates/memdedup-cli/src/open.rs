@@ -27,7 +27,7 @@ pub(crate) async fn open_store(global: &GlobalArgs, config: &ConfigFile) -> Resu
 /// `judge` (flags) over the configured one. The embedder is tuned for a command that
 /// checks a few texts and exits ([`memdedup::short_lived_embedder`]).
 pub(crate) async fn open_service(global: &GlobalArgs, judge: &PairJudgeArgs) -> Result<DeduplicationService> {
-    open_service_for(global, judge, true).await
+    open_service_with(global, judge, &config_file(global)?, true).await
 }
 
 /// [`open_service`] for a process that serves many checks (`memdedup mcp`).
@@ -35,22 +35,21 @@ pub(crate) async fn open_long_lived_service(
     global: &GlobalArgs,
     judge: &PairJudgeArgs,
 ) -> Result<DeduplicationService> {
-    open_service_for(global, judge, false).await
+    open_service_with(global, judge, &config_file(global)?, false).await
 }
 
-async fn open_service_for(
+/// [`open_service`] with `config` already read; `short_lived` picks
+/// [`memdedup::short_lived_embedder`] over the default one.
+pub(crate) async fn open_service_with(
     global: &GlobalArgs,
     judge: &PairJudgeArgs,
+    config: &ConfigFile,
     short_lived: bool,
 ) -> Result<DeduplicationService> {
-    let config = config_file(global)?;
     let mut dedup = config.dedup_config()?;
     dedup.apply_judge(judge.judge.as_deref(), "--judge", judge.judge_params.as_deref(), "--judge-params")?;
-    let store = open_store(global, &config).await?;
-    let model_dir = match &global.model_dir {
-        Some(dir) => Some(dir.clone()),
-        None => config.model_dir()?,
-    };
+    let store = open_store(global, config).await?;
+    let model_dir = model_dir(global, config)?;
     let embedder = if short_lived {
         memdedup::short_lived_embedder(model_dir.as_deref())
     } else {

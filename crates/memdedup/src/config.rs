@@ -1,6 +1,7 @@
 //! `memdedup.toml`: finding the config file and reading its tables.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use dedup_precompact::DeduplicationConfig;
 use dedup_store::{DEFAULT_INDEX_MEMORY_BYTES, DbLocation, MEMDEDUP_HOME_ENV_VAR, StoreOptions};
@@ -17,11 +18,39 @@ pub const INDEX_MEMORY_ENV_VAR: &str = "MEMDEDUP_INDEX_MEMORY_MB";
 /// The largest index memory budget accepted, in MiB (1 TiB): anything above is a typo.
 pub const MAX_INDEX_MEMORY_MB: u64 = 1 << 20;
 
-const KNOWN_TABLES: [&str; 5] = ["store", "dedup", "embedder", "server", "judge"];
+const KNOWN_TABLES: [&str; 6] = ["store", "dedup", "embedder", "server", "judge", "client"];
 /// The keys of `[store]`.
 const STORE_KEYS: [&str; 2] = ["db", "index_memory_mb"];
 /// The keys of `[embedder]`.
 const EMBEDDER_KEYS: [&str; 6] = ["kind", "model_dir", "base_url", "model", "dimensions", "api_key_env"];
+/// The keys of `[client]`.
+const CLIENT_KEYS: [&str; 3] = ["url", "timeout_ms", "token_env"];
+
+/// The environment variable naming the `memdedup serve` that `check`, `add`, `capture`
+/// and `hook pre-compact` ask; it overrides `[client] url`, and empty turns client mode off.
+pub const SERVER_URL_ENV_VAR: &str = "MEMDEDUP_SERVER_URL";
+/// The variable holding the bearer token sent to the server, unless `[client] token_env`
+/// names another: the one `memdedup serve` reads its unrestricted token from.
+pub const CLIENT_TOKEN_ENV_VAR: &str = "MEMDEDUP_API_TOKEN";
+/// How long a command waits for the server (connecting and answering) before it works
+/// locally: a loopback server answers a check in a few milliseconds, and loading the
+/// model locally costs about 250 ms, so waiting longer than this only adds to the worst case.
+pub const DEFAULT_CLIENT_TIMEOUT_MS: u64 = 500;
+/// The longest `[client] timeout_ms` accepted.
+const MAX_CLIENT_TIMEOUT_MS: u64 = 60_000;
+
+/// Where `check`, `add`, `capture` and `hook pre-compact` send their work (`[client]`
+/// and [`SERVER_URL_ENV_VAR`]). Invariant: `url` starts with `http://` or `https://` and
+/// has no trailing `/`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientSettings {
+    /// The server's root URL, e.g. `http://127.0.0.1:3100`.
+    pub url: String,
+    /// The most a command waits for the server to connect and answer.
+    pub timeout: Duration,
+    /// The environment variable holding the bearer token ([`CLIENT_TOKEN_ENV_VAR`] unless set).
+    pub token_env: String,
+}
 
 /// The embedder `[embedder]` selects.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,6 +104,11 @@ pub enum EmbedderSettings {
 /// [dedup.thresholds]
 /// decisions = 0.92
 ///
+/// [client]                      # check, add, capture, hook pre-compact ask this server
+/// url = "http://127.0.0.1:3100"
+/// timeout_ms = 500
+/// token_env = "MEMDEDUP_API_TOKEN"
+///
 /// [server]                      # memdedup serve; see docs/HTTP.md
 /// addr = "127.0.0.1:3100"
 /// [[server.tokens]]
@@ -113,7 +147,7 @@ impl ConfigFile {
         let table: toml::Table = text.parse().map_err(|e: toml::de::Error| config_error(e.to_string()))?;
         if let Some(unknown) = table.keys().find(|k| !KNOWN_TABLES.contains(&k.as_str())) {
             return Err(config_error(format!(
-                "unknown table `{unknown}` (known: store, dedup, embedder, server, judge)"
+                "unknown table `{unknown}` (known: store, dedup, embedder, server, judge, client)"
             )));
         }
         let config = ConfigFile { path: Some(origin.to_path_buf()), table };
@@ -122,6 +156,7 @@ impl ConfigFile {
         config.embedder()?;
         config.dedup_config_without_env()?;
         config.check_judge_table()?;
+        config.client_without_env(None)?;
         Ok(config)
     }
 
@@ -251,6 +286,48 @@ impl ConfigFile {
         }
     }
 
+    /// The server to ask, when client mode is on: [`SERVER_URL_ENV_VAR`] when set (empty
+    /// turns client mode off), else `[client] url`; `timeout_ms` and `token_env` from
+    /// `[client]`.
+    pub fn client(&self) -> Result<Option<ClientSettings>> {
+        self.client_without_env(std::env::var(SERVER_URL_ENV_VAR).ok())
+    }
+
+    fn client_without_env(&self, env_url: Option<String>) -> Result<Option<ClientSettings>> {
+        let timeout_ms = match self.table.get("client").and_then(|t| t.get("timeout_ms")) {
+            None => DEFAULT_CLIENT_TIMEOUT_MS,
+            Some(toml::Value::Integer(n)) if (1..=MAX_CLIENT_TIMEOUT_MS as i64).contains(n) => *n as u64,
+            Some(other) => {
+                return Err(self.error(format!(
+                    "`client.timeout_ms` must be an integer from 1 to {MAX_CLIENT_TIMEOUT_MS}, not {other}"
+                )));
+            }
+        };
+        let token_env = match self.string("client", "token_env")? {
+            Some(name) if name.trim().is_empty() || name.contains('=') => {
+                return Err(self.error(format!("`client.token_env` {name:?} is not an environment variable name")));
+            }
+            Some(name) => name,
+            None => CLIENT_TOKEN_ENV_VAR.to_owned(),
+        };
+        let configured = self.string("client", "url")?;
+        if let Some(url) = &configured {
+            server_url(url).map_err(|message| self.error(format!("`client.url` {message}")))?;
+        }
+        let url = match env_url {
+            Some(url) if url.trim().is_empty() => return Ok(None),
+            Some(url) => server_url(&url).map_err(|message| Error::Config {
+                origin: SERVER_URL_ENV_VAR.to_owned(),
+                message: format!("the server URL {message}"),
+            })?,
+            None => match configured {
+                Some(url) => server_url(&url).map_err(|message| self.error(format!("`client.url` {message}")))?,
+                None => return Ok(None),
+            },
+        };
+        Ok(Some(ClientSettings { url, timeout: Duration::from_millis(timeout_ms), token_env }))
+    }
+
     /// Where this configuration came from, for error messages.
     pub fn origin_name(&self) -> String {
         self.origin()
@@ -281,6 +358,7 @@ impl ConfigFile {
         let known: &[&str] = match table {
             "embedder" => &EMBEDDER_KEYS,
             "store" => &STORE_KEYS,
+            "client" => &CLIENT_KEYS,
             _ => &[key],
         };
         if table != "dedup"
@@ -326,6 +404,17 @@ fn check_index_memory_mb(key: &str, mib: i128) -> std::result::Result<u64, Strin
             "`{key}` {mib} is over the limit of {MAX_INDEX_MEMORY_MB} MiB (1 TiB); it is in MiB, not bytes"
         )),
         Ok(mib) => Ok(mib),
+    }
+}
+
+/// `url` without a trailing `/`, when it is an `http://` or `https://` URL with a host;
+/// else what is wrong with it.
+fn server_url(url: &str) -> std::result::Result<String, String> {
+    let trimmed = url.trim().trim_end_matches('/');
+    let host = trimmed.strip_prefix("http://").or_else(|| trimmed.strip_prefix("https://"));
+    match host {
+        Some(rest) if !rest.is_empty() && !rest.contains(char::is_whitespace) => Ok(trimmed.to_owned()),
+        _ => Err(format!("{url:?} is not an http:// or https:// URL")),
     }
 }
 
@@ -376,6 +465,43 @@ mod tests {
         ] {
             let err = parse(text).unwrap_err().to_string();
             assert!(err.contains(expected), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn client_table_and_env_choose_the_server() {
+        let none = parse("").unwrap();
+        assert_eq!(none.client_without_env(None).unwrap(), None);
+        let from_env = none.client_without_env(Some("http://127.0.0.1:9/".to_owned())).unwrap().unwrap();
+        assert_eq!(
+            from_env,
+            ClientSettings {
+                url: "http://127.0.0.1:9".to_owned(),
+                timeout: Duration::from_millis(DEFAULT_CLIENT_TIMEOUT_MS),
+                token_env: CLIENT_TOKEN_ENV_VAR.to_owned(),
+            }
+        );
+        let config =
+            parse("[client]\nurl = \"http://127.0.0.1:3100\"\ntimeout_ms = 200\ntoken_env = \"HOOK_TOKEN\"\n").unwrap();
+        let client = config.client_without_env(None).unwrap().unwrap();
+        assert_eq!(
+            (client.url.as_str(), client.timeout, client.token_env.as_str()),
+            ("http://127.0.0.1:3100", Duration::from_millis(200), "HOOK_TOKEN")
+        );
+        assert_eq!(config.client_without_env(Some(String::new())).unwrap(), None, "empty turns it off");
+        let other = config.client_without_env(Some("https://memory.internal".to_owned())).unwrap().unwrap();
+        assert_eq!((other.url.as_str(), other.timeout), ("https://memory.internal", Duration::from_millis(200)));
+        let err = config.client_without_env(Some("127.0.0.1:3100".to_owned())).unwrap_err().to_string();
+        assert!(err.contains(SERVER_URL_ENV_VAR) && err.contains("not an http:// or https:// URL"), "{err}");
+        for (text, expected) in [
+            ("[client]\nurl = \"localhost:3100\"\n", "`client.url` \"localhost:3100\" is not an http"),
+            ("[client]\ntimeout_ms = 0\n", "`client.timeout_ms` must be an integer from 1 to 60000"),
+            ("[client]\ntimeout_ms = \"1s\"\n", "`client.timeout_ms` must be an integer"),
+            ("[client]\ntoken_env = \"\"\n", "`client.token_env` \"\" is not"),
+            ("[client]\ntoken = \"secret\"\n", "unknown key `client.token`"),
+        ] {
+            let err = parse(text).unwrap_err().to_string();
+            assert!(err.contains("memdedup.toml") && err.contains(expected), "{text}: {err}");
         }
     }
 

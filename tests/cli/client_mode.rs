@@ -1,0 +1,195 @@
+//! Client mode: `check`, `add`, `capture` and `hook pre-compact` ask a running
+//! `memdedup serve` and print what local work prints; a server that is down or slow is
+//! left for local work within the timeout, and a refused token is an error.
+
+use std::io::Read;
+use std::net::TcpListener;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use assert_cmd::Command;
+use serde_json::{Value, json};
+
+use crate::hook::{assistant, input, user};
+use crate::serve::Server;
+use crate::support::{json, memdedup, require_model, run_json, text};
+
+const TOKEN: &str = "client-mode-token-0123";
+/// A decision and a paraphrase of it (cosine 0.968 with the local model), as in memory.rs.
+const DECISION: &str = "We decided to use PostgreSQL as the primary database for the billing service.";
+const DECISION_PARAPHRASE: &str = "We decided to use PostgreSQL as the main database for the billing service.";
+const UNRELATED: &str = "Run the integration tests against a disposable database before every release.";
+const LESSON: &str = "Turns out the flaky test depended on the local timezone of the runner.";
+
+/// `memdedup -v ARGS…` on `db` (through `DATABASE_URL`, since `--db` turns client mode
+/// off), asking `server` when given; stdout, stderr and the exit code.
+fn run(db: &str, server: Option<&str>, envs: &[(&str, &str)], args: &[&str], stdin: &str) -> (String, String, i32) {
+    let mut cmd: Command = memdedup();
+    cmd.env("DATABASE_URL", db);
+    if let Some(url) = server {
+        cmd.env("MEMDEDUP_SERVER_URL", url);
+    }
+    let out = cmd.envs(envs.iter().copied()).arg("-v").args(args).write_stdin(stdin).output().expect("memdedup runs");
+    (text(&out.stdout), text(&out.stderr), out.status.code().unwrap_or(-1))
+}
+
+/// `value` without the check timings, which differ from run to run.
+fn without_timings(mut value: Value) -> Value {
+    fn strip(value: &mut Value) {
+        match value {
+            Value::Object(members) => {
+                members.remove("check_duration_ms");
+                members.remove("check_duration_us");
+                members.values_mut().for_each(strip);
+            }
+            Value::Array(items) => items.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    strip(&mut value);
+    value
+}
+
+/// The commands of the comparison, each with what the server's log line must say.
+fn steps(dir: &Path) -> Vec<(Vec<String>, String, &'static str)> {
+    let candidates = [
+        json!({"content": DECISION, "namespace": "decisions"}),
+        json!({"content": UNRELATED, "namespace": "patterns", "kind": "pattern"}),
+        json!({"content": DECISION_PARAPHRASE, "namespace": "decisions"}),
+    ];
+    let candidates: String = candidates.iter().map(|c| format!("{c}\n")).collect();
+    let transcript = dir.join("transcript.jsonl");
+    let lines = [user(&format!("Quick recap. {DECISION} Fine?")), assistant(&format!("Yes.\n\n{LESSON}"))];
+    std::fs::write(&transcript, lines.iter().map(|l| format!("{l}\n")).collect::<String>()).expect("writable");
+    let args = |list: &[&str]| list.iter().map(|a| (*a).to_owned()).collect::<Vec<_>>();
+    vec![
+        (args(&["add", DECISION, "-n", "decisions", "--json"]), String::new(), "checked and stored it"),
+        (args(&["check", DECISION_PARAPHRASE, "-n", "decisions", "--json"]), String::new(), "checked it"),
+        (args(&["check", DECISION_PARAPHRASE, "-n", "decisions"]), String::new(), "checked it"),
+        (args(&["check", UNRELATED, "-n", "decisions", "--json"]), String::new(), "checked it"),
+        (args(&["add", DECISION_PARAPHRASE, "-n", "decisions"]), String::new(), "checked and stored it"),
+        (args(&["capture", "--json"]), candidates.clone(), "checked and stored it"),
+        (args(&["capture"]), candidates, "checked and stored it"),
+        (args(&["hook", "pre-compact"]), input(&transcript), "checked and stored it"),
+    ]
+}
+
+#[test]
+fn client_mode_check_add_capture_and_hook_print_what_local_work_prints() {
+    require_model();
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let served = dir.path().join("served.db").display().to_string();
+    let local = dir.path().join("local.db").display().to_string();
+    let config = dir.path().join("memdedup.toml");
+    // The server may still be loading the model when it first listens: a long timeout,
+    // since this is about equal answers, not speed.
+    let text = format!("[client]\ntimeout_ms = 30000\n\n[[server.tokens]]\ntoken = \"{TOKEN}\"\n");
+    std::fs::write(&config, text).expect("write memdedup.toml");
+    let config = config.display().to_string();
+    let server = Server::start(&["--config", &config, "--db", &served, "serve", "--addr", "127.0.0.1:0"], &[]);
+    let url = server.url("");
+    let token = [("MEMDEDUP_API_TOKEN", TOKEN), ("MEMDEDUP_CONFIG", config.as_str())];
+
+    for (args, stdin, said) in steps(dir.path()) {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (remote_out, remote_err, remote_code) = run(&served, Some(&url), &token, &args, &stdin);
+        let (local_out, local_err, local_code) = run(&local, None, &token[1..], &args, &stdin);
+        assert_eq!((remote_code, local_code), (0, 0), "{args:?}:\n{remote_err}\n{local_err}");
+        assert!(
+            remote_err.contains(&format!("server {url} {said}")),
+            "{args:?}: the server did not answer:\n{remote_err}"
+        );
+        assert!(!remote_err.contains("locally"), "{args:?}: fell back:\n{remote_err}");
+        assert!(!local_err.contains("server"), "{args:?}: asked a server:\n{local_err}");
+        match (serde_json::from_str::<Value>(&remote_out), serde_json::from_str::<Value>(&local_out)) {
+            (Ok(remote), Ok(local)) => assert_eq!(without_timings(remote), without_timings(local), "{args:?}"),
+            _ => assert_eq!(remote_out, local_out, "{args:?}"),
+        }
+    }
+    // The server's store holds what the local one does.
+    let listed = |db: &str| {
+        let list = run_json(db, &["list", "--limit", "0"]);
+        list.as_array().expect("an array").iter().map(|m| (m["urn"].clone(), m["content"].clone())).collect::<Vec<_>>()
+    };
+    assert_eq!(listed(&served), listed(&local));
+    assert_eq!(listed(&served).len(), 3, "{:?}", listed(&served));
+
+    // A refused token is an error, not a silent switch to the local store.
+    let (out, err, code) = run(&served, Some(&url), &[("MEMDEDUP_API_TOKEN", "wrong-token")], &["check", LESSON], "");
+    assert_eq!((code, out.as_str()), (1, ""), "{err}");
+    assert!(err.contains(&format!("error: server {url} refused the request (401)")), "{err}");
+    // `--db` asks for local work.
+    let (_, err, code) = run(&served, Some(&url), &[], &["--db", &local, "check", LESSON], "");
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("--db is given: working locally"), "{err}");
+}
+
+/// A port nothing listens on.
+fn closed_port() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    let url = format!("http://{}", listener.local_addr().expect("an address"));
+    drop(listener);
+    url
+}
+
+#[test]
+fn client_mode_works_locally_when_the_server_is_down() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let db = dir.path().join("memory.db").display().to_string();
+    let url = closed_port();
+    let (out, err, code) = run(&db, Some(&url), &[], &["add", "Use tabs in Makefiles.", "--json"], "");
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(json(out.as_bytes())["urn"], "memdedup://global/default/1", "{out}");
+    assert!(err.contains(&format!("server {url} cannot be reached")) && err.contains("; adding locally"), "{err}");
+    let (out, err, code) = run(&db, Some(&url), &[], &["check", "Use tabs in Makefiles."], "");
+    assert_eq!(
+        (code, out.as_str()),
+        (0, "duplicate of memdedup://global/default/1: exact match (same normalised text)\n")
+    );
+    assert!(err.contains("; checking locally"), "{err}");
+    // Empty turns client mode off.
+    let (_, err, code) = run(&db, Some(""), &[], &["check", "Use tabs in Makefiles."], "");
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("server"), "{err}");
+}
+
+#[test]
+fn client_mode_leaves_a_silent_server_within_the_timeout() {
+    // Accepts connections and never answers.
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    let url = format!("http://{}", listener.local_addr().expect("an address"));
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().flatten() {
+            let mut reader = stream.try_clone().expect("clone the stream");
+            std::thread::spawn(move || {
+                let mut sink = [0u8; 1024];
+                while reader.read(&mut sink).is_ok_and(|n| n > 0) {}
+            });
+            held.push(stream);
+        }
+    });
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let db = dir.path().join("memory.db").display().to_string();
+    let config = dir.path().join("memdedup.toml");
+    std::fs::write(&config, format!("[client]\nurl = \"{url}\"\ntimeout_ms = 300\n")).expect("write memdedup.toml");
+    let config = config.display().to_string();
+
+    let started = Instant::now();
+    let (out, err, code) = run(&db, None, &[], &["--config", &config, "check", "Use tabs in Makefiles."], "");
+    let took = started.elapsed();
+    assert_eq!((code, out.as_str()), (0, "unique in global/default\n"), "{err}");
+    assert!(err.contains(&format!("server {url} did not answer within 300 ms; checking locally")), "{err}");
+    assert!(took >= Duration::from_millis(300) && took < Duration::from_secs(3), "took {took:?}");
+
+    // The server is left at the first candidate: one wait, the rest done locally.
+    let candidates = "{\"content\":\"Use tabs in Makefiles.\"}\n{\"content\":\"Indent YAML with two spaces.\"}\n";
+    let started = Instant::now();
+    let (out, err, code) = run(&db, None, &[], &["--config", &config, "capture", "--json"], candidates);
+    let took = started.elapsed();
+    assert_eq!(code, 0, "{err}");
+    let results = json(out.as_bytes())["results"].clone();
+    assert_eq!(results.as_array().map(Vec::len), Some(2), "{out}");
+    assert_eq!(err.matches("did not answer within 300 ms; adding locally").count(), 1, "{err}");
+    assert!(took < Duration::from_secs(3), "took {took:?}");
+}
