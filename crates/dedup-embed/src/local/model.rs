@@ -251,7 +251,8 @@ fn open_session(dir: &ModelDir, environment: &Environment, tuning: Tuning) -> Re
         if let Some(staging) = staging {
             b = b
                 .with_optimized_model_path(staging)
-                .and_then(|b| b.with_config_entry("session.save_model_format", "ORT"))
+                .map_err(|e| e.to_string())?
+                .with_config_entry("session.save_model_format", "ORT")
                 .map_err(|e| e.to_string())?;
         }
         b.commit_from_file(&original).map_err(|e| e.to_string())
@@ -337,16 +338,18 @@ fn builder(environment: &Environment, tuning: Tuning) -> std::result::Result<Ses
     static PREPACKED: OnceLock<PrepackedWeights> = OnceLock::new();
     // Idle intra-op threads sleep instead of spinning: no slower on an idle machine, and
     // on a busy one (a build beside a scan) spinning threads steal the cores they wait for.
+    let text = |e: ort::Error<SessionBuilder>| e.to_string();
     let builder = Session::builder(environment)
         .map_err(|e| e.to_string())?
         .with_intra_threads(tuning.threads)
-        .and_then(|b| b.with_intra_op_spinning(false));
-    let builder = if tuning.prepack {
-        builder.and_then(|b| b.with_prepacked_weights(PREPACKED.get_or_init(PrepackedWeights::new)))
+        .map_err(text)?
+        .with_intra_op_spinning(false)
+        .map_err(text)?;
+    if tuning.prepack {
+        builder.with_prepacked_weights(PREPACKED.get_or_init(PrepackedWeights::new)).map_err(text)
     } else {
-        builder.and_then(|b| b.with_prepacking(false))
-    };
-    builder.map_err(|e| e.to_string())
+        builder.with_prepacking(false).map_err(text)
+    }
 }
 
 /// `model.optimized-<key>.ort` in the model directory, where the key changes with
