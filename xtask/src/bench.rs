@@ -20,8 +20,9 @@ run reads every vector from the embedding cache), then `scan --judge local` on t
 file, with an empty cache and three times against plain `scan` with a full one, and
 `hook pre-compact --offline` on generated 200 KB and 2 MB Claude Code transcripts
 (against an empty store, then again), and 21 cold `memdedup check` processes on new
-texts (the semantic path a hook takes) against 200 stored memories: p50 / p90 wall time
-and peak RSS. The check-before-store latency bench
+texts (the semantic path a hook takes) against 200 stored memories, then 21 more in
+client mode against a `memdedup serve` started on loopback: p50 / p90 wall time and peak
+RSS. The check-before-store latency bench
 is `cargo bench -p memdedup --bench check` and the HTTP check-similar bench (8 and 32
 clients, 10k and 100k stored nodes) is `cargo bench -p memdedup --bench http`; the
 assisted dedup run (10,000 memories, a fake judge answering after 200 ms, 1, 4 and 16

@@ -1,9 +1,11 @@
 //! `memdedup check` as a hook runs it: a fresh process per text, semantic path (the text
-//! is new, so the model embeds it), timed as a whole with its peak memory.
+//! is new, so the model embeds it), timed as a whole with its peak memory; first doing
+//! the work locally, then in client mode against a running `memdedup serve`.
 
+use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::Instant;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
@@ -11,12 +13,12 @@ use crate::process;
 
 /// Memories stored before the timed checks.
 const STORED: usize = 200;
-/// Timed cold checks (after one untimed warm-up that also builds the model's graph cache).
-const RUNS: usize = 21;
+/// Cold checks: half of them local, half in client mode, each half's first one untimed
+/// (the local warm-up also builds the model's graph cache).
+const RUNS: usize = 43;
 
-/// Stores [`STORED`] memories through one `capture`, then times [`RUNS`] cold `check`
-/// processes of texts that are not stored (each embeds) and prints the p50 / p90 wall
-/// time and the largest peak RSS.
+/// Stores [`STORED`] memories through one `capture`, then times cold `check` processes
+/// of texts that are not stored (each embeds): half locally, half in client mode.
 pub fn run(bin: &Path, root: &Path, scratch: &Path, gnu_time: &str) -> Result<()> {
     let db = scratch.join("cold-check.db");
     let jsonl = crate::compare::memories_jsonl(STORED + RUNS + 1, 2027)?;
@@ -39,19 +41,60 @@ pub fn run(bin: &Path, root: &Path, scratch: &Path, gnu_time: &str) -> Result<()
         bail!("`{line}` failed ({}):\n{}", out.status, String::from_utf8_lossy(&out.stderr).trim_end());
     }
 
-    println!("\n==> cold `memdedup check` (semantic path: a new text), {RUNS} fresh processes, {STORED} stored");
+    let (local, client) = probes.split_at(probes.len() / 2);
+    println!(
+        "\n==> cold `memdedup check` (semantic path: a new text), {} fresh processes, {STORED} stored",
+        local.len()
+    );
+    time_checks(bin, root, scratch, gnu_time, local, &["--db".as_ref(), db.as_os_str()], &[])?;
+
+    let server = Server::start(bin, root, &db)?;
+    println!(
+        "\n==> the same in client mode: `memdedup serve` running at {}, MEMDEDUP_SERVER_URL set, {} fresh processes",
+        server.url,
+        client.len()
+    );
+    // The server answers the first check: it must not have fallen back to local work.
+    let mut probe = Command::new(bin);
+    probe.args([
+        "-v",
+        "check",
+        "-q",
+        "--",
+        "a first check of a new sentence, which the server must answer itself, not local work",
+    ]);
+    probe.env("MEMDEDUP_SERVER_URL", &server.url).current_dir(root).stdin(Stdio::null());
+    let out = probe.output().context("could not start a client-mode check")?;
+    let logs = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() || !logs.contains("checked it") {
+        bail!("a client-mode check did not go through the server ({}):\n{}", out.status, logs.trim_end());
+    }
+    time_checks(bin, root, scratch, gnu_time, client, &[], &[("MEMDEDUP_SERVER_URL", &server.url)])
+}
+
+/// Times one fresh `memdedup ARGS check -q TEXT` per text (the first one untimed) and
+/// prints the p50 / p90 wall time and the largest peak RSS.
+fn time_checks(
+    bin: &Path,
+    root: &Path,
+    scratch: &Path,
+    gnu_time: &str,
+    texts: &[String],
+    global: &[&std::ffi::OsStr],
+    env: &[(&str, &str)],
+) -> Result<()> {
     let timing = scratch.join("cold-check-time.txt");
     let mut walls = Vec::new();
     let mut peak_kib = 0;
-    for (i, text) in probes.iter().enumerate() {
+    for (i, text) in texts.iter().enumerate() {
         let mut cmd = Command::new(gnu_time);
         cmd.args(["-f", "%e %M", "-o"])
             .arg(&timing)
             .arg(bin)
-            .arg("--db")
-            .arg(&db)
+            .args(global)
             .args(["check", "-q", "--"])
             .arg(text)
+            .envs(env.iter().copied())
             .current_dir(root)
             .stdin(Stdio::null());
         let line = process::describe(&cmd);
@@ -81,4 +124,46 @@ pub fn run(bin: &Path, root: &Path, scratch: &Path, gnu_time: &str) -> Result<()
         peak_kib as f64 / 1024.0
     );
     Ok(())
+}
+
+/// A `memdedup serve` on a free loopback port, stopped when dropped.
+struct Server {
+    child: Child,
+    url: String,
+}
+
+impl Server {
+    /// How long the server may take to load the model and listen.
+    const READY_WITHIN: Duration = Duration::from_secs(60);
+
+    fn start(bin: &Path, root: &Path, db: &Path) -> Result<Server> {
+        let mut cmd = Command::new(bin);
+        cmd.arg("--db").arg(db).args(["serve", "--addr", "127.0.0.1:0"]);
+        cmd.current_dir(root).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
+        let line = process::describe(&cmd);
+        let mut child = cmd.spawn().with_context(|| format!("could not start `{line}`"))?;
+        let stderr = child.stderr.take().context("the server's stderr is not piped")?;
+        let (sender, receiver) = std::sync::mpsc::channel();
+        // Reads the server's stderr to its end, so that it never blocks on a full pipe.
+        std::thread::spawn(move || {
+            for text in BufReader::new(stderr).lines().map_while(std::io::Result::ok) {
+                if let Some(rest) = text.strip_prefix("memdedup: listening on ") {
+                    let url = rest.split_whitespace().next().unwrap_or_default().to_owned();
+                    let _ = sender.send(url);
+                }
+            }
+        });
+        let mut server = Server { child, url: String::new() };
+        server.url = receiver
+            .recv_timeout(Self::READY_WITHIN)
+            .with_context(|| format!("`{line}` did not say where it listens within {:?}", Self::READY_WITHIN))?;
+        Ok(server)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

@@ -1,7 +1,7 @@
 //! The in-process vector index of one scope and model: exact top-k cosine search.
 //!
 //! Beside each `f32` vector the index keeps an int8 code, its scale and a bound on its
-//! rounding error (`index/code.rs`). A search codes the query in int16, scans every code
+//! rounding error (`index/code.rs`). A search codes the query in int8, scans every code
 //! with integer arithmetic (`index/scan.rs`), and uses the error bounds to drop every
 //! vector that provably cannot be among the `k` best; only the survivors are scored
 //! exactly with [`dot`]. The result is therefore the same as scoring everything in `f32`.

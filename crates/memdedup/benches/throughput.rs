@@ -8,7 +8,10 @@ mod support;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use memdedup::{Embedder, Embedding, GroupOptions, LocalEmbedder, LocalOptions, ModelDir, Threshold};
+use memdedup::{
+    CollectionItem, Embedder, Embedding, GroupOptions, LocalEmbedder, LocalOptions, ModelDir, ScanOptions, Threshold,
+    scan_collection,
+};
 use support::{Lcg, cpu_model, peak_rss_mib};
 
 fn main() {
@@ -183,6 +186,27 @@ fn sentences(n: usize, seed: u64) -> Vec<String> {
         .collect()
 }
 
+/// `scan_collection` as `memdedup scan` runs it (the default embedder, loaded first) on
+/// the same texts, against `ceiling`: the best rate of one session at any batch size.
+fn bench_scan_path(runtime: &tokio::runtime::Runtime, dir: &ModelDir, texts: &[String], ceiling: f64) {
+    let embedder = LocalEmbedder::with_options(dir.clone(), LocalOptions::default());
+    embedder.load_blocking().expect("model loads");
+    let items: Vec<CollectionItem> = texts
+        .iter()
+        .enumerate()
+        .map(|(i, text)| CollectionItem { id: i.into(), text: text.clone(), namespace: None })
+        .collect();
+    let options = ScanOptions::new(Threshold::new(0.85).expect("valid threshold"));
+    let started = Instant::now();
+    let report = runtime.block_on(scan_collection(&items, &embedder, options, &|_, _| {})).expect("scan");
+    let rate = texts.len() as f64 / started.elapsed().as_secs_f64();
+    black_box(report);
+    println!(
+        "  scan_collection, default embedder: {rate:.0} sentences/s, {:.0} % of the one-session ceiling ({ceiling:.0}/s)",
+        100.0 * rate / ceiling
+    );
+}
+
 fn bench_embedding() {
     let dir = match ModelDir::locate(None).and_then(|d| d.check().map(|_| d)) {
         Ok(dir) => dir,
@@ -206,16 +230,19 @@ fn bench_embedding() {
     println!("embedding: model load {:.0} ms", started.elapsed().as_secs_f64() * 1e3);
     // Warm up.
     runtime.block_on(embedder.embed(&texts[..64])).expect("embed");
+    let mut ceiling: f64 = 0.0;
     for batch_size in [4, 8, 16, 32, 64] {
         let e = LocalEmbedder::with_options(dir.clone(), LocalOptions { batch_size, ..tuned });
+        e.load_blocking().expect("model loads");
         let started = Instant::now();
         let out = runtime.block_on(e.embed(&texts)).expect("embed");
-        let secs = started.elapsed().as_secs_f64();
+        let rate = texts.len() as f64 / started.elapsed().as_secs_f64();
         assert_eq!(out.len(), texts.len());
-        println!(
-            "  2000 sentences of 8-20 words, batch {batch_size:>3}, sorted by length: {:.0} sentences/s",
-            2000.0 / secs
-        );
+        println!("  2000 sentences of 8-20 words, batch {batch_size:>3}, sorted by length: {rate:.0} sentences/s");
+        ceiling = ceiling.max(rate);
+    }
+    if tuned.sessions.is_none() && tuned.threads.is_none() {
+        bench_scan_path(&runtime, &dir, &texts, ceiling);
     }
     let mut latencies = Vec::new();
     for text in texts.iter().take(300) {

@@ -1,11 +1,11 @@
-//! Integer codes of stored vectors (int8) and queries (int16), and the bound that makes
-//! the approximate scores computed from them safe to prune with.
+//! Integer codes of stored vectors and queries (both int8), and the bound that makes the
+//! approximate scores computed from them safe to prune with.
 //!
 //! # The bound
 //!
 //! A stored vector `x` is kept as `x̂ = s·c` with `s = max|xᵢ| / 127` and `cᵢ = round(xᵢ / s)`
 //! (int8), plus `r ≥ ‖x − x̂‖` computed in `f64` at insert time. A query `q` is coded as
-//! `q̂ = sq·qq` with `sq = max|qᵢ| / 32767` and `qqᵢ = round(qᵢ / sq)` (int16), plus
+//! `q̂ = sq·qq` with `sq = max|qᵢ| / 127` and `qqᵢ = round(qᵢ / sq)` (int8), plus
 //! `eq ≥ ‖q − q̂‖` and `nq ≥ ‖q‖`. The approximate score is `a = sq·s·Σ cᵢ·qqᵢ = q̂·x̂`,
 //! with the sum exact in integers.
 //!
@@ -46,11 +46,12 @@ pub(super) const CODE_LANES: usize = 32;
 /// score and its bound (the analysis above needs about a tenth of it).
 const FLOAT_SLACK: f64 = 1e-5;
 
-/// Largest int8 code magnitude.
-const CODE_MAX: f32 = 127.0;
+/// Largest int8 code magnitude (never −128; see [`QUERY_CODE_MAX`]).
+pub(super) const CODE_MAX: f32 = 127.0;
 
-/// Largest int16 query code magnitude.
-const QUERY_CODE_MAX: f32 = 32767.0;
+/// Largest int8 query code magnitude. Not −128, so that `|c|·qq` pairs summed in 16 bits
+/// cannot saturate (`2·127·127 < 2¹⁵`) in the SSSE3 kernel (`index/scan.rs`).
+pub(super) const QUERY_CODE_MAX: f32 = 127.0;
 
 /// The padded length of a code for `dims`-dimensional vectors: a non-zero multiple of
 /// [`CODE_LANES`].
@@ -86,11 +87,11 @@ pub(super) fn encode(values: &[f32], code: &mut [i8]) -> CodeParams {
     CodeParams { scale, residual: round_up(residual + excess) }
 }
 
-/// A query coded for the scan: int16 components and the coefficients of its error bound.
+/// A query coded for the scan: int8 components and the coefficients of its error bound.
 #[derive(Debug, Clone)]
 pub(super) struct QueryCode {
     /// `qq`, padded with zeros to the stored codes' stride.
-    pub(super) codes: Vec<i16>,
+    pub(super) codes: Vec<i8>,
     /// `sq`.
     scale: f32,
     /// `α`: the bound's factor on a stored vector's residual.
@@ -105,10 +106,10 @@ impl QueryCode {
         debug_assert!(stride >= query.len());
         let max = query.iter().fold(0.0f32, |max, v| max.max(v.abs()));
         let scale = max / QUERY_CODE_MAX;
-        let mut codes = vec![0i16; stride];
+        let mut codes = vec![0i8; stride];
         if scale > 0.0 {
             for (c, &v) in codes.iter_mut().zip(query) {
-                *c = round_to_integer(v / scale).clamp(-QUERY_CODE_MAX, QUERY_CODE_MAX) as i16;
+                *c = round_to_integer(v / scale).clamp(-QUERY_CODE_MAX, QUERY_CODE_MAX) as i8;
             }
         }
         let (residual, norm) = residual_and_norm(query, scale, codes.iter().map(|&c| f64::from(c)));
@@ -133,7 +134,7 @@ impl QueryCode {
 }
 
 /// `(‖x − scale·c‖, ‖x‖)` in `f64`, where `scale·c` is exact (an `f32` times an integer
-/// of at most 16 bits fits in the 53-bit mantissa). Summed in four lanes, which only
+/// of at most 8 bits fits in the 53-bit mantissa). Summed in four lanes, which only
 /// changes the `f64` rounding that [`round_up`] allows for.
 fn residual_and_norm(values: &[f32], scale: f32, codes: impl Iterator<Item = f64>) -> (f64, f64) {
     let (mut residual, mut norm) = ([0.0f64; 4], [0.0f64; 4]);

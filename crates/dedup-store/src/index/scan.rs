@@ -15,8 +15,8 @@ pub(super) const PARALLEL_MIN_LEN: usize = 20_000;
 /// Stored vectors per rayon task (about 3 MiB of codes at 384 dimensions).
 const CHUNK_LEN: usize = 8_192;
 
-/// Integer products summed in `i32` before widening: `512 · 127 · 32767 < 2³¹`.
-const I32_BLOCK: usize = 512;
+/// Integer products summed in `i32` before widening: `65536 · 127 · 127 < 2³¹`.
+const I32_BLOCK: usize = 65_536;
 
 /// The int8 codes of every stored vector, row by row, with their parameters.
 #[derive(Debug, Clone, Copy)]
@@ -150,39 +150,12 @@ impl Ord for TotalF32 {
 /// Scans `rows` with the fastest kernel this CPU runs.
 fn scan(table: CodeTable<'_>, query: &QueryCode, rows: Range<usize>, k: usize, floor: f32) -> Scanned {
     #[cfg(target_arch = "x86_64")]
-    if has_avx2() {
-        return scan_avx2_dispatch(table, query, rows, k, floor);
+    match x86::kernel() {
+        x86::Kernel::Avx2 => return x86::scan_avx2(table, query, rows, k, floor),
+        x86::Kernel::Ssse3 => return x86::scan_ssse3(table, query, rows, k, floor),
+        x86::Kernel::Baseline => {}
     }
-    scan_portable(table, query, rows, k, floor)
-}
-
-/// Whether the CPU has AVX2, asked once.
-#[cfg(target_arch = "x86_64")]
-fn has_avx2() -> bool {
-    static HAS_AVX2: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *HAS_AVX2.get_or_init(|| std::arch::is_x86_feature_detected!("avx2"))
-}
-
-#[cfg(target_arch = "x86_64")]
-#[allow(unsafe_code)]
-fn scan_avx2_dispatch(table: CodeTable<'_>, query: &QueryCode, rows: Range<usize>, k: usize, floor: f32) -> Scanned {
-    debug_assert!(has_avx2());
-    // SAFETY: the only caller, `scan`, checked `has_avx2()`, i.e. the running CPU supports
-    // AVX2, the one target feature `scan_avx2` enables.
-    unsafe { scan_avx2(table, query, rows, k, floor) }
-}
-
-/// [`scan_rows`] compiled for AVX2: the int8 × int16 products become `vpmovsxbw` +
-/// `vpmaddwd` on 256-bit registers.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-fn scan_avx2(table: CodeTable<'_>, query: &QueryCode, rows: Range<usize>, k: usize, floor: f32) -> Scanned {
-    scan_rows(table, query, rows, k, floor)
-}
-
-/// [`scan_rows`] for the baseline target (SSE2 `pmaddwd` on x86-64).
-fn scan_portable(table: CodeTable<'_>, query: &QueryCode, rows: Range<usize>, k: usize, floor: f32) -> Scanned {
-    scan_rows(table, query, rows, k, floor)
+    scan_rows(table, query, rows, k, floor, code_dot)
 }
 
 /// The scan proper, inlined into each kernel so it is compiled for its target features.
@@ -190,7 +163,14 @@ fn scan_portable(table: CodeTable<'_>, query: &QueryCode, rows: Range<usize>, k:
 /// The running cut only rises towards the final one (a range's `k`-th lower bound is at
 /// most the overall one), so every vector the final cut keeps is collected here.
 #[inline(always)]
-fn scan_rows(table: CodeTable<'_>, query: &QueryCode, rows: Range<usize>, k: usize, floor: f32) -> Scanned {
+fn scan_rows(
+    table: CodeTable<'_>,
+    query: &QueryCode,
+    rows: Range<usize>,
+    k: usize,
+    floor: f32,
+    code_dot: impl Fn(&[i8], &[i8]) -> f32,
+) -> Scanned {
     let mut scanned = Scanned::new(k);
     // `scanned.lower.threshold()` and the cut derived from it, kept in registers: after
     // the first rows almost no lower bound beats the k-th, and the heap is not touched.
@@ -216,8 +196,11 @@ fn scan_rows(table: CodeTable<'_>, query: &QueryCode, rows: Range<usize>, k: usi
 
 /// `Σ cᵢ·qqᵢ` exactly (as an `f32`, rounded once). `code` and `query` have the same
 /// length, a multiple of [`CODE_LANES`](super::code::CODE_LANES).
+///
+/// Every kernel computes this same integer sum, so the scan's result does not depend on
+/// which one runs.
 #[inline(always)]
-pub(super) fn code_dot(code: &[i8], query: &[i16]) -> f32 {
+pub(super) fn code_dot(code: &[i8], query: &[i8]) -> f32 {
     if code.len() <= I32_BLOCK {
         return block_dot(code, query) as f32;
     }
@@ -228,14 +211,172 @@ pub(super) fn code_dot(code: &[i8], query: &[i16]) -> f32 {
 /// `Σ cᵢ·qqᵢ` of at most [`I32_BLOCK`] products, which cannot overflow `i32`. Written as
 /// 32 independent lanes of widening multiplies so LLVM emits `pmaddwd`.
 #[inline(always)]
-fn block_dot(code: &[i8], query: &[i16]) -> i32 {
+fn block_dot(code: &[i8], query: &[i8]) -> i32 {
     const LANES: usize = super::code::CODE_LANES;
     debug_assert!(code.len() <= I32_BLOCK && code.len() == query.len() && code.len().is_multiple_of(LANES));
     let mut acc = [0i32; LANES];
     for (code, query) in code.chunks_exact(LANES).zip(query.chunks_exact(LANES)) {
         for lane in 0..LANES {
-            acc[lane] += i32::from(code[lane]) * i32::from(query[lane]);
+            acc[lane] += i32::from(i16::from(code[lane]) * i16::from(query[lane]));
         }
     }
     acc.iter().sum()
+}
+
+/// The x86-64 kernels beyond the baseline, chosen once per process from what the CPU
+/// reports.
+#[cfg(target_arch = "x86_64")]
+#[allow(unsafe_code)]
+mod x86 {
+    use std::arch::x86_64::{
+        __m128i, _mm_abs_epi8, _mm_add_epi32, _mm_cvtsi128_si32, _mm_loadu_si128, _mm_madd_epi16, _mm_maddubs_epi16,
+        _mm_set1_epi16, _mm_setzero_si128, _mm_shuffle_epi32, _mm_sign_epi8,
+    };
+    use std::ops::Range;
+    use std::sync::OnceLock;
+
+    use super::{CodeTable, I32_BLOCK, QueryCode, Scanned, code_dot, scan_rows};
+
+    /// The kernels, fastest first.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub(super) enum Kernel {
+        /// [`scan_rows`] compiled for AVX2 (`vpmovsxbw` + `vpmaddwd` on 256-bit registers).
+        Avx2,
+        /// `pmaddubsw` on 128-bit registers: 16 products per instruction.
+        Ssse3,
+        /// [`scan_rows`] for the baseline target (SSE2 `pmaddwd`).
+        Baseline,
+    }
+
+    /// The kernel this CPU runs, asked once.
+    pub(super) fn kernel() -> Kernel {
+        static KERNEL: OnceLock<Kernel> = OnceLock::new();
+        *KERNEL.get_or_init(|| {
+            if std::arch::is_x86_feature_detected!("avx2") {
+                Kernel::Avx2
+            } else if std::arch::is_x86_feature_detected!("ssse3") {
+                Kernel::Ssse3
+            } else {
+                Kernel::Baseline
+            }
+        })
+    }
+
+    pub(super) fn scan_avx2(
+        table: CodeTable<'_>,
+        query: &QueryCode,
+        rows: Range<usize>,
+        k: usize,
+        floor: f32,
+    ) -> Scanned {
+        assert_eq!(kernel(), Kernel::Avx2);
+        // SAFETY: `kernel()` found AVX2 on the running CPU, the one target feature
+        // `scan_rows_avx2` enables.
+        unsafe { scan_rows_avx2(table, query, rows, k, floor) }
+    }
+
+    #[target_feature(enable = "avx2")]
+    fn scan_rows_avx2(table: CodeTable<'_>, query: &QueryCode, rows: Range<usize>, k: usize, floor: f32) -> Scanned {
+        scan_rows(table, query, rows, k, floor, code_dot)
+    }
+
+    pub(super) fn scan_ssse3(
+        table: CodeTable<'_>,
+        query: &QueryCode,
+        rows: Range<usize>,
+        k: usize,
+        floor: f32,
+    ) -> Scanned {
+        assert_ne!(kernel(), Kernel::Baseline);
+        // SAFETY: `kernel()` found SSSE3 (or AVX2, which implies it) on the running CPU,
+        // the one target feature `scan_rows_ssse3` enables.
+        unsafe { scan_rows_ssse3(table, query, rows, k, floor) }
+    }
+
+    #[target_feature(enable = "ssse3")]
+    fn scan_rows_ssse3(table: CodeTable<'_>, query: &QueryCode, rows: Range<usize>, k: usize, floor: f32) -> Scanned {
+        scan_rows(table, query, rows, k, floor, code_dot_ssse3)
+    }
+
+    /// [`code_dot`] with `pmaddubsw`: `|cᵢ|` (unsigned) times `qqᵢ` with `cᵢ`'s sign, in
+    /// pairs summed to 16 bits (at most `2·127·127`, no saturation: neither code is −128),
+    /// then widened to 32-bit lanes by `pmaddwd` against ones.
+    #[target_feature(enable = "ssse3")]
+    pub(super) fn code_dot_ssse3(code: &[i8], query: &[i8]) -> f32 {
+        if code.len() <= I32_BLOCK {
+            return block_dot_ssse3(code, query) as f32;
+        }
+        let blocks = code.chunks(I32_BLOCK).zip(query.chunks(I32_BLOCK));
+        blocks.map(|(code, query)| i64::from(block_dot_ssse3(code, query))).sum::<i64>() as f32
+    }
+
+    #[target_feature(enable = "ssse3")]
+    #[inline]
+    fn block_dot_ssse3(code: &[i8], query: &[i8]) -> i32 {
+        debug_assert!(code.len() <= I32_BLOCK && code.len() == query.len() && code.len().is_multiple_of(32));
+        let ones = _mm_set1_epi16(1);
+        let (mut even, mut odd) = (_mm_setzero_si128(), _mm_setzero_si128());
+        for (code, query) in code.chunks_exact(32).zip(query.chunks_exact(32)) {
+            let (c0, c1, q0, q1) = (load(&code[..16]), load(&code[16..]), load(&query[..16]), load(&query[16..]));
+            even =
+                _mm_add_epi32(even, _mm_madd_epi16(_mm_maddubs_epi16(_mm_abs_epi8(c0), _mm_sign_epi8(q0, c0)), ones));
+            odd = _mm_add_epi32(odd, _mm_madd_epi16(_mm_maddubs_epi16(_mm_abs_epi8(c1), _mm_sign_epi8(q1, c1)), ones));
+        }
+        let sum = _mm_add_epi32(even, odd);
+        let sum = _mm_add_epi32(sum, _mm_shuffle_epi32::<0b01_00_11_10>(sum));
+        let sum = _mm_add_epi32(sum, _mm_shuffle_epi32::<0b10_11_00_01>(sum));
+        _mm_cvtsi128_si32(sum)
+    }
+
+    /// The 16 bytes of `bytes` as a vector.
+    #[target_feature(enable = "ssse3")]
+    #[inline]
+    fn load(bytes: &[i8]) -> __m128i {
+        assert_eq!(bytes.len(), 16);
+        // SAFETY: `bytes` holds the 16 bytes read; `loadu` needs no alignment.
+        unsafe { _mm_loadu_si128(bytes.as_ptr().cast()) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Deterministic codes in `-127..=127`, extremes included.
+    fn codes(len: usize, seed: u64) -> Vec<i8> {
+        let mut state = seed;
+        (0..len)
+            .map(|i| match i % 7 {
+                0 => 127,
+                1 => -127,
+                _ => {
+                    state = state.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+                    (((state >> 33) % 255) as i32 - 127) as i8
+                }
+            })
+            .collect()
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn the_ssse3_kernel_sums_exactly_what_the_portable_one_does() {
+        if x86::kernel() == x86::Kernel::Baseline {
+            // Every x86-64 CPU this project runs on has SSSE3 (2006); say so if not.
+            panic!("this CPU has no SSSE3: the SSSE3 kernel cannot be tested here");
+        }
+        for (len, seed) in [(32, 1), (384, 2), (1536, 3), (I32_BLOCK + 64, 4)] {
+            let (code, query) = (codes(len, seed), codes(len, seed + 100));
+            let expected: i64 = code.iter().zip(&query).map(|(&c, &q)| i64::from(c) * i64::from(q)).sum();
+            assert_eq!(code_dot(&code, &query), expected as f32, "portable, {len}");
+            // SAFETY: `kernel()` found SSSE3 on this CPU.
+            #[allow(unsafe_code)]
+            let ssse3 = unsafe { x86::code_dot_ssse3(&code, &query) };
+            assert_eq!(ssse3, expected as f32, "ssse3, {len}");
+        }
+        // All extremes of one sign: the 16-bit pair sums at their largest.
+        let (max, min) = (vec![127i8; 384], vec![-127i8; 384]);
+        #[allow(unsafe_code)]
+        let (same, opposite) = unsafe { (x86::code_dot_ssse3(&max, &min), x86::code_dot_ssse3(&min, &min)) };
+        assert_eq!((same, opposite), (-(384 * 127 * 127) as f32, (384 * 127 * 127) as f32));
+    }
 }
