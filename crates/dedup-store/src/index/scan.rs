@@ -151,6 +151,7 @@ impl Ord for TotalF32 {
 fn scan(table: CodeTable<'_>, query: &QueryCode, rows: Range<usize>, k: usize, floor: f32) -> Scanned {
     #[cfg(target_arch = "x86_64")]
     match x86::kernel() {
+        x86::Kernel::Avx512Vnni => return x86::scan_avx512(table, query, rows, k, floor),
         x86::Kernel::Avx2 => return x86::scan_avx2(table, query, rows, k, floor),
         x86::Kernel::Ssse3 => return x86::scan_ssse3(table, query, rows, k, floor),
         x86::Kernel::Baseline => {}
@@ -217,7 +218,7 @@ fn block_dot(code: &[i8], query: &[i8]) -> i32 {
     let mut acc = [0i32; LANES];
     for (code, query) in code.chunks_exact(LANES).zip(query.chunks_exact(LANES)) {
         for lane in 0..LANES {
-            acc[lane] += i32::from(i16::from(code[lane]) * i16::from(query[lane]));
+            acc[lane] += i32::from(code[lane]) * i32::from(query[lane]);
         }
     }
     acc.iter().sum()
@@ -228,10 +229,7 @@ fn block_dot(code: &[i8], query: &[i8]) -> i32 {
 #[cfg(target_arch = "x86_64")]
 #[allow(unsafe_code)]
 mod x86 {
-    use std::arch::x86_64::{
-        __m128i, _mm_abs_epi8, _mm_add_epi32, _mm_cvtsi128_si32, _mm_loadu_si128, _mm_madd_epi16, _mm_maddubs_epi16,
-        _mm_set1_epi16, _mm_setzero_si128, _mm_shuffle_epi32, _mm_sign_epi8,
-    };
+    use std::arch::x86_64::*;
     use std::ops::Range;
     use std::sync::OnceLock;
 
@@ -240,7 +238,9 @@ mod x86 {
     /// The kernels, fastest first.
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub(super) enum Kernel {
-        /// [`scan_rows`] compiled for AVX2 (`vpmovsxbw` + `vpmaddwd` on 256-bit registers).
+        /// `vpdpbusd` on 512-bit registers: 64 products per instruction, summed in 32 bits.
+        Avx512Vnni,
+        /// `vpmaddubsw` on 256-bit registers: 32 products per instruction.
         Avx2,
         /// `pmaddubsw` on 128-bit registers: 16 products per instruction.
         Ssse3,
@@ -252,7 +252,9 @@ mod x86 {
     pub(super) fn kernel() -> Kernel {
         static KERNEL: OnceLock<Kernel> = OnceLock::new();
         *KERNEL.get_or_init(|| {
-            if std::arch::is_x86_feature_detected!("avx2") {
+            if std::arch::is_x86_feature_detected!("avx512vnni") && std::arch::is_x86_feature_detected!("avx512bw") {
+                Kernel::Avx512Vnni
+            } else if std::arch::is_x86_feature_detected!("avx2") {
                 Kernel::Avx2
             } else if std::arch::is_x86_feature_detected!("ssse3") {
                 Kernel::Ssse3
@@ -262,6 +264,58 @@ mod x86 {
         })
     }
 
+    pub(super) fn scan_avx512(
+        table: CodeTable<'_>,
+        query: &QueryCode,
+        rows: Range<usize>,
+        k: usize,
+        floor: f32,
+    ) -> Scanned {
+        assert_eq!(kernel(), Kernel::Avx512Vnni);
+        // SAFETY: `kernel()` found AVX-512 F, BW and VNNI on the running CPU, the target
+        // features `scan_rows_avx512` enables.
+        unsafe { scan_rows_avx512(table, query, rows, k, floor) }
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    fn scan_rows_avx512(table: CodeTable<'_>, query: &QueryCode, rows: Range<usize>, k: usize, floor: f32) -> Scanned {
+        let offset = 128 * query.codes.iter().map(|&q| i32::from(q)).sum::<i32>();
+        scan_rows(table, query, rows, k, floor, |code, query| code_dot_avx512(code, query, offset))
+    }
+
+    /// [`code_dot`] with `vpdpbusd`, which multiplies unsigned by signed bytes: the codes
+    /// are read as `cᵢ + 128` (their top bit flipped), and `offset = 128·Σ qqᵢ` taken off.
+    /// No intermediate saturates: each 32-bit lane sums products of at most `255·127`.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    pub(super) fn code_dot_avx512(code: &[i8], query: &[i8], offset: i32) -> f32 {
+        debug_assert!(code.len() == query.len() && code.len().is_multiple_of(32));
+        if code.len() > I32_BLOCK {
+            // Too long for one 32-bit sum; not a real embedding size.
+            return code_dot(code, query);
+        }
+        let flip = _mm512_set1_epi8(i8::MIN);
+        let mut acc = _mm512_setzero_si512();
+        let wide = code.len() - code.len() % 64;
+        for (code, query) in code[..wide].chunks_exact(64).zip(query[..wide].chunks_exact(64)) {
+            acc = _mm512_dpbusd_epi32(acc, _mm512_xor_si512(load512(code), flip), load512(query));
+        }
+        let mut sum = _mm512_reduce_add_epi32(acc);
+        if wide < code.len() {
+            let (code, query) = (&code[wide..], &query[wide..]);
+            sum += code.iter().zip(query).map(|(&c, &q)| (i32::from(c) + 128) * i32::from(q)).sum::<i32>();
+        }
+        (sum - offset) as f32
+    }
+
+    /// The 64 bytes of `bytes` as a vector.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    fn load512(bytes: &[i8]) -> __m512i {
+        assert_eq!(bytes.len(), 64);
+        // SAFETY: `bytes` holds the 64 bytes read; `loadu` needs no alignment.
+        unsafe { _mm512_loadu_si512(bytes.as_ptr().cast()) }
+    }
+
     pub(super) fn scan_avx2(
         table: CodeTable<'_>,
         query: &QueryCode,
@@ -269,15 +323,45 @@ mod x86 {
         k: usize,
         floor: f32,
     ) -> Scanned {
-        assert_eq!(kernel(), Kernel::Avx2);
-        // SAFETY: `kernel()` found AVX2 on the running CPU, the one target feature
-        // `scan_rows_avx2` enables.
+        assert!(matches!(kernel(), Kernel::Avx512Vnni | Kernel::Avx2));
+        // SAFETY: `kernel()` found AVX2 on the running CPU (AVX-512 BW machines have it
+        // too), the one target feature `scan_rows_avx2` enables.
         unsafe { scan_rows_avx2(table, query, rows, k, floor) }
     }
 
     #[target_feature(enable = "avx2")]
     fn scan_rows_avx2(table: CodeTable<'_>, query: &QueryCode, rows: Range<usize>, k: usize, floor: f32) -> Scanned {
-        scan_rows(table, query, rows, k, floor, code_dot)
+        scan_rows(table, query, rows, k, floor, |code, query| code_dot_avx2(code, query))
+    }
+
+    /// [`code_dot`] with `vpmaddubsw`, as [`code_dot_ssse3`] on 256-bit registers.
+    #[target_feature(enable = "avx2")]
+    pub(super) fn code_dot_avx2(code: &[i8], query: &[i8]) -> f32 {
+        if code.len() > I32_BLOCK {
+            return code_dot(code, query);
+        }
+        let ones = _mm256_set1_epi16(1);
+        let mut acc = _mm256_setzero_si256();
+        for (code, query) in code.chunks_exact(32).zip(query.chunks_exact(32)) {
+            let (c, q) = (load256(code), load256(query));
+            acc = _mm256_add_epi32(
+                acc,
+                _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(c), _mm256_sign_epi8(q, c)), ones),
+            );
+        }
+        let sum = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256::<1>(acc));
+        let sum = _mm_add_epi32(sum, _mm_shuffle_epi32::<0b01_00_11_10>(sum));
+        let sum = _mm_add_epi32(sum, _mm_shuffle_epi32::<0b10_11_00_01>(sum));
+        _mm_cvtsi128_si32(sum) as f32
+    }
+
+    /// The 32 bytes of `bytes` as a vector.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    fn load256(bytes: &[i8]) -> __m256i {
+        assert_eq!(bytes.len(), 32);
+        // SAFETY: `bytes` holds the 32 bytes read; `loadu` needs no alignment.
+        unsafe { _mm256_loadu_si256(bytes.as_ptr().cast()) }
     }
 
     pub(super) fn scan_ssse3(
@@ -295,7 +379,7 @@ mod x86 {
 
     #[target_feature(enable = "ssse3")]
     fn scan_rows_ssse3(table: CodeTable<'_>, query: &QueryCode, rows: Range<usize>, k: usize, floor: f32) -> Scanned {
-        scan_rows(table, query, rows, k, floor, code_dot_ssse3)
+        scan_rows(table, query, rows, k, floor, |code, query| code_dot_ssse3(code, query))
     }
 
     /// [`code_dot`] with `pmaddubsw`: `|cᵢ|` (unsigned) times `qqᵢ` with `cᵢ`'s sign, in
@@ -357,26 +441,46 @@ mod tests {
             .collect()
     }
 
+    /// Every x86-64 kernel the running CPU has, each checked against the exact sum.
     #[cfg(target_arch = "x86_64")]
     #[test]
-    fn the_ssse3_kernel_sums_exactly_what_the_portable_one_does() {
-        if x86::kernel() == x86::Kernel::Baseline {
-            // Every x86-64 CPU this project runs on has SSSE3 (2006); say so if not.
-            panic!("this CPU has no SSSE3: the SSSE3 kernel cannot be tested here");
+    #[allow(unsafe_code)]
+    fn every_kernel_sums_exactly_what_the_portable_one_does() {
+        let has = |feature: &str| match feature {
+            "ssse3" => std::arch::is_x86_feature_detected!("ssse3"),
+            "avx2" => std::arch::is_x86_feature_detected!("avx2"),
+            _ => std::arch::is_x86_feature_detected!("avx512vnni") && std::arch::is_x86_feature_detected!("avx512bw"),
+        };
+        // Every x86-64 CPU this project runs on has SSSE3 (2006); say so if not.
+        assert!(has("ssse3"), "this CPU has no SSSE3: the SSSE3 kernel cannot be tested here");
+        let mut cases: Vec<(Vec<i8>, Vec<i8>)> = [(32, 1), (64, 2), (96, 3), (384, 4), (1536, 5)]
+            .iter()
+            .map(|&(n, s)| (codes(n, s), codes(n, s + 100)))
+            .collect();
+        // All extremes: the 16-bit pair sums of `pmaddubsw` at their largest, both signs.
+        cases.push((vec![127; 384], vec![-127; 384]));
+        cases.push((vec![-127; 384], vec![-127; 384]));
+        cases.push((vec![127; 384], vec![127; 384]));
+        for (code, query) in &cases {
+            let expected: i64 = code.iter().zip(query).map(|(&c, &q)| i64::from(c) * i64::from(q)).sum();
+            let len = code.len();
+            assert_eq!(code_dot(code, query), expected as f32, "portable, {len}");
+            // SAFETY (all three): each kernel is called only when the CPU has its features.
+            assert_eq!(unsafe { x86::code_dot_ssse3(code, query) }, expected as f32, "ssse3, {len}");
+            if has("avx2") {
+                assert_eq!(unsafe { x86::code_dot_avx2(code, query) }, expected as f32, "avx2, {len}");
+            }
+            if has("avx512") {
+                let offset = 128 * query.iter().map(|&q| i32::from(q)).sum::<i32>();
+                assert_eq!(unsafe { x86::code_dot_avx512(code, query, offset) }, expected as f32, "avx512, {len}");
+            }
         }
-        for (len, seed) in [(32, 1), (384, 2), (1536, 3), (I32_BLOCK + 64, 4)] {
-            let (code, query) = (codes(len, seed), codes(len, seed + 100));
-            let expected: i64 = code.iter().zip(&query).map(|(&c, &q)| i64::from(c) * i64::from(q)).sum();
-            assert_eq!(code_dot(&code, &query), expected as f32, "portable, {len}");
-            // SAFETY: `kernel()` found SSSE3 on this CPU.
-            #[allow(unsafe_code)]
-            let ssse3 = unsafe { x86::code_dot_ssse3(&code, &query) };
-            assert_eq!(ssse3, expected as f32, "ssse3, {len}");
-        }
-        // All extremes of one sign: the 16-bit pair sums at their largest.
-        let (max, min) = (vec![127i8; 384], vec![-127i8; 384]);
-        #[allow(unsafe_code)]
-        let (same, opposite) = unsafe { (x86::code_dot_ssse3(&max, &min), x86::code_dot_ssse3(&min, &min)) };
-        assert_eq!((same, opposite), (-(384 * 127 * 127) as f32, (384 * 127 * 127) as f32));
+    }
+
+    /// Sums too long for one `i32` are split into blocks, whatever the kernel.
+    #[test]
+    fn long_codes_sum_in_blocks() {
+        let (code, query) = (vec![127i8; I32_BLOCK + 64], vec![127i8; I32_BLOCK + 64]);
+        assert_eq!(code_dot(&code, &query), ((I32_BLOCK + 64) as i64 * 127 * 127) as f32);
     }
 }

@@ -248,7 +248,7 @@ fn parallel_scan_matches_brute_force_for_any_thread_count() {
 /// What the pruning relies on: for every stored vector, `|dot(q, x) − a| ≤ b`, including
 /// flat vectors whose integer sums are the largest possible (the `i32` limit at 512 padded
 /// dimensions, the blocked `i64` path beyond), and queries along a vector's rounding
-/// error `x − s·c`, where Cauchy–Schwarz is attained and the bound is nearly tight.
+/// error `x − s·c`, where Cauchy–Schwarz is attained for the stored vector's term.
 #[test]
 fn approximate_score_is_within_its_bound() {
     let mut next = noise(6);
@@ -288,8 +288,10 @@ fn approximate_score_is_within_its_bound() {
         }
         for (j, query) in &rounding_errors {
             let tightness = check(query, *j);
+            // The stored vector's term `nq·r` is attained; the query's own int8 error
+            // `eq·(1 + r)`, about as large, is not by this query: a quarter to a half of it.
             if dims >= 32 {
-                assert!(tightness > 0.9, "dims={dims} j={j}: aligned error is only {tightness} of the bound");
+                assert!(tightness > 0.25, "dims={dims} j={j}: aligned error is only {tightness} of the bound");
             }
         }
         // The bound must be tight enough to prune: int8 error of a unit vector is about
@@ -411,5 +413,24 @@ proptest! {
             let want = brute_force(model.iter().map(|(&id, e)| (id, e)), &query, *k, min);
             prop_assert_eq!(bits(&got), bits(&want), "k={} min={:?}", k, min);
         }
+    }
+}
+
+/// The point of the codes: on random 384-d vectors (the hardest case, every score near
+/// zero) almost every row is dropped by its bound and only a handful are rescored.
+#[test]
+fn the_scan_rescores_only_a_few_rows() {
+    let mut next = noise(41);
+    let mut index = VectorIndex::new(384);
+    for i in 0..10_000 {
+        index.upsert(id(i), &random_embedding(384, &mut next)).unwrap();
+    }
+    let table =
+        CodeTable { codes: &index.codes, scales: &index.scales, residuals: &index.residuals, stride: index.stride };
+    for seed in 0..5 {
+        let query = random_embedding(384, &mut noise(1000 + seed));
+        let code = QueryCode::new(query.as_slice(), index.stride);
+        let rescored = scan::candidates(table, &code, 5, f32::NEG_INFINITY).len();
+        assert!((5..=100).contains(&rescored), "query {seed}: {rescored} of 10000 rows rescored");
     }
 }
