@@ -59,7 +59,6 @@ pub fn run(bin: &Path, root: &Path, scratch: &Path, gnu_time: &str) -> Result<()
     probe.args([
         "-v",
         "check",
-        "-q",
         "--",
         "a first check of a new sentence, which the server must answer itself, not local work",
     ]);

@@ -252,7 +252,10 @@ mod x86 {
     pub(super) fn kernel() -> Kernel {
         static KERNEL: OnceLock<Kernel> = OnceLock::new();
         *KERNEL.get_or_init(|| {
-            if std::arch::is_x86_feature_detected!("avx512vnni") && std::arch::is_x86_feature_detected!("avx512bw") {
+            if std::arch::is_x86_feature_detected!("avx512f")
+                && std::arch::is_x86_feature_detected!("avx512bw")
+                && std::arch::is_x86_feature_detected!("avx512vnni")
+            {
                 Kernel::Avx512Vnni
             } else if std::arch::is_x86_feature_detected!("avx2") {
                 Kernel::Avx2
@@ -449,7 +452,7 @@ mod tests {
         let has = |feature: &str| match feature {
             "ssse3" => std::arch::is_x86_feature_detected!("ssse3"),
             "avx2" => std::arch::is_x86_feature_detected!("avx2"),
-            _ => std::arch::is_x86_feature_detected!("avx512vnni") && std::arch::is_x86_feature_detected!("avx512bw"),
+            _ => x86::kernel() == x86::Kernel::Avx512Vnni,
         };
         // Every x86-64 CPU this project runs on has SSSE3 (2006); say so if not.
         assert!(has("ssse3"), "this CPU has no SSSE3: the SSSE3 kernel cannot be tested here");
