@@ -1,6 +1,7 @@
 //! Client mode: `check`, `add`, `capture` and `hook pre-compact` ask a running
 //! `memdedup serve` and print what local work prints; a server that is down or slow is
-//! left for local work within the timeout, and a refused token is an error.
+//! left for local work within the timeout, as is one without the memory routes, and a
+//! refused token is an error.
 
 use std::io::Read;
 use std::net::TcpListener;
@@ -199,4 +200,58 @@ fn client_mode_leaves_a_silent_server_within_the_timeout() {
     assert_eq!(results.as_array().map(Vec::len), Some(2), "{out}");
     assert_eq!(err.matches("did not answer within 300 ms; adding locally").count(), 1, "{err}");
     assert!(took < Duration::from_secs(3), "took {took:?}");
+}
+
+#[test]
+fn client_mode_works_locally_when_the_server_lacks_the_memory_routes() {
+    // Answers every request as a server without the routes would: 404 with a JSON error.
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    let url = format!("http://{}", listener.local_addr().expect("an address"));
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                use std::io::Write;
+                // Read the request head and its body (Content-Length), then answer.
+                let mut request = Vec::new();
+                let mut buffer = [0u8; 4096];
+                while let Ok(n @ 1..) = stream.read(&mut buffer) {
+                    request.extend_from_slice(&buffer[..n]);
+                    let text = String::from_utf8_lossy(&request);
+                    let Some(head_end) = text.find("\r\n\r\n") else { continue };
+                    let length = text[..head_end]
+                        .lines()
+                        .find_map(|l| {
+                            l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().to_owned())
+                        })
+                        .and_then(|v| v.parse::<usize>().ok())
+                        .unwrap_or(0);
+                    if request.len() >= head_end + 4 + length {
+                        break;
+                    }
+                }
+                let body = r#"{"error":"no such route","code":"not_found"}"#;
+                let reply = format!(
+                    "HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = stream.write_all(reply.as_bytes());
+            });
+        }
+    });
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let db = dir.path().join("memory.db").display().to_string();
+    let (out, err, code) = run(&db, Some(&url), &[], &["add", "Use tabs in Makefiles.", "--json"], "");
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(json(out.as_bytes())["urn"], "memdedup://global/default/1", "{out}");
+    assert!(
+        err.contains(&format!("server {url} answered /v1/memory/add (404): no such route; adding locally")),
+        "{err}"
+    );
+    let (out, err, code) = run(&db, Some(&url), &[], &["check", "Use tabs in Makefiles."], "");
+    assert_eq!(
+        (code, out.as_str()),
+        (0, "duplicate of memdedup://global/default/1: exact match (same normalised text)\n"),
+        "{err}"
+    );
+    assert!(err.contains("answered /v1/memory/check (404): no such route; checking locally"), "{err}");
 }

@@ -38,15 +38,8 @@ pub(crate) async fn check(context: &McpContext, access: &Access, args: MemoryChe
         .check_duplicate(&args.content, &scope)
         .await
         .map_err(|e| ToolError::failed("the duplicate check failed", e))?;
-    let mut explanation = result.explanation(&scope);
     // A check that failed open leaves "unique" unproven: say so, as the CLI warns.
-    for failure in &result.degraded {
-        explanation.push_str(&format!(
-            " (the {} check failed and was skipped: {})",
-            failure.check.label(),
-            failure.error
-        ));
-    }
+    let explanation = result.explanation_noting_failures(&scope);
     success(&Explained { value: &result, scope: &scope, explanation: &explanation }, explanation.clone())
 }
 

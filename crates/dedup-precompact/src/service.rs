@@ -82,7 +82,7 @@ pub struct CheckFailure {
 ///
 /// Invariants: `matched_urn` and `matched_memory_id` are set whenever `is_duplicate` is;
 /// `verdict` is `duplicate` exactly when `is_duplicate` is. It reads back from its JSON
-/// (what `memdedup serve` answers over `/mcp`) unchanged.
+/// (what `memdedup serve` answers at `/v1/memory/check` and over `/mcp`) unchanged.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DuplicateCheckResult {
     /// Whether the content duplicates a memory of its scope.
@@ -177,6 +177,23 @@ impl DuplicateCheckResult {
                 None => format!("unique in {scope}"),
             },
         }
+    }
+}
+
+impl DuplicateCheckResult {
+    /// [`DuplicateCheckResult::explanation`] followed by each check that failed open and
+    /// was skipped, since such a "unique" is unproven: what the MCP tool and the HTTP route
+    /// answer, where the CLI prints warnings instead.
+    pub fn explanation_noting_failures(&self, scope: &Scope) -> String {
+        let mut explanation = self.explanation(scope);
+        for failure in &self.degraded {
+            explanation.push_str(&format!(
+                " (the {} check failed and was skipped: {})",
+                failure.check.label(),
+                failure.error
+            ));
+        }
+        explanation
     }
 }
 

@@ -12,13 +12,17 @@
 //!   budget counted with the cl100k_base BPE. `POST /v1/facts/extract` asks the chat
 //!   model configured with [`AppState::with_chat_model`] (`dedup-llm`) for the facts of
 //!   a conversation turn and stores the confident ones.
+//! - **Memory**: `POST /v1/memory/check` and `POST /v1/memory/add` run `dedup-precompact`'s
+//!   checker chain (exact, semantic, recent capture) given with
+//!   [`AppState::with_memory_service`], in one request each: what the CLI's client mode
+//!   asks instead of loading the model.
 //! - **Operations**: bearer tokens limited to namespaces, JSON errors with 4xx for client
 //!   mistakes, `/metrics` (Prometheus), `/healthz` (whether the embedder can embed, not
 //!   merely whether one is configured), `/v1/openapi.json`, request ids, and graceful
 //!   shutdown.
 //!
 //! **Architecture invariant:** sits above `dedup-embed`, `dedup-store` and `dedup-llm`
-//! (and uses `dedup-precompact`'s metrics); nothing below depends on it.
+//! (and uses `dedup-precompact`'s checker chain and metrics); nothing below depends on it.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 mod auth;
@@ -27,6 +31,7 @@ mod error;
 mod extract;
 mod fact_extraction;
 mod facts;
+mod memory;
 mod nodes;
 mod ops;
 mod server;
@@ -37,6 +42,7 @@ use utoipa::OpenApi;
 pub use auth::Principal;
 pub use config::{DEFAULT_ADDR, FactsConfig, NodesConfig, ServerConfig, TOKEN_ENV_VAR, TokenConfig};
 pub use error::{ApiError, ApiResult, Error, ErrorBody};
+pub use memory::{MemoryAddRequest, MemoryCheckRequest};
 pub use nodes::{CHECK_SIMILAR_REQUIRED, MAX_TITLE_BYTES, duplicate_message, node_id, node_text};
 pub use ops::{HTTP_REQUEST_DURATION_SECONDS, HTTP_REQUESTS_TOTAL, install_prometheus};
 pub use server::{
@@ -48,17 +54,19 @@ pub use state::{AppState, EMBEDDER_DOWN_FOR, EMBEDDER_OK_FOR, EMBEDDER_PROBE_TIM
 /// The OpenAPI document, generated from the handlers and their types.
 #[derive(OpenApi)]
 #[openapi(
-    info(title = "memdedup", description = "Memory deduplication over HTTP: nodes with tiers, facts, metrics."),
+    info(title = "memdedup", description = "Memory deduplication over HTTP: the checker chain, nodes with tiers, facts, metrics."),
     paths(
         nodes::check_similar, nodes::create_node, nodes::list_nodes, nodes::get_node, nodes::update_node,
         nodes::delete_node, nodes::create_edge, nodes::node_edges,
         facts::create_fact, facts::list_facts, facts::update_fact, facts::delete_fact,
         facts::get_profile, facts::put_profile, facts::context, fact_extraction::extract,
+        memory::check, memory::add,
         ops::healthz, ops::metrics, ops::openapi,
     ),
     modifiers(&BearerAuth),
     tags((name = "nodes", description = "Seed 001: search-before-store with tiers"),
          (name = "facts", description = "Seed 002: the fact memory"),
+         (name = "memory", description = "The checker chain (exact, semantic, recent capture): check, or check and store"),
          (name = "operations", description = "Health, metrics, this document")),
 )]
 pub struct ApiDoc;

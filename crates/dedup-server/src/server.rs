@@ -17,7 +17,7 @@ use tower_http::request_id::{MakeRequestId, PropagateRequestIdLayer, RequestId, 
 use tower_http::trace::TraceLayer;
 
 use crate::state::AppState;
-use crate::{Error, auth, fact_extraction, facts, nodes, ops};
+use crate::{Error, auth, fact_extraction, facts, memory, nodes, ops};
 
 /// The request-id header, set on every response (the request's own when it is
 /// acceptable: see [`MAX_REQUEST_ID_BYTES`]).
@@ -51,6 +51,8 @@ pub fn router_with(state: AppState, extra: Router<AppState>) -> Router {
         .route("/v1/facts/{id}", patch(facts::update_fact).delete(facts::delete_fact))
         .route("/v1/memory/profile", get(facts::get_profile).put(facts::put_profile))
         .route("/v1/memory/context", get(facts::context))
+        .route("/v1/memory/check", post(memory::check))
+        .route("/v1/memory/add", post(memory::add))
         .route("/metrics", get(ops::metrics))
         .merge(extra)
         .route_layer(middleware::from_fn_with_state(state.clone(), auth::authenticate));

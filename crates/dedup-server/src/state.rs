@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use dedup_core::Embedding;
 use dedup_embed::Embedder;
 use dedup_llm::ChatModel;
-use dedup_precompact::PairJudgeChoice;
+use dedup_precompact::{DeduplicationService, PairJudgeChoice};
 use dedup_store::Store;
 use metrics_exporter_prometheus::PrometheusHandle;
 
@@ -22,12 +22,14 @@ pub const EMBEDDER_OK_FOR: Duration = Duration::from_secs(60);
 pub const EMBEDDER_DOWN_FOR: Duration = Duration::from_secs(10);
 
 /// The server's shared state: the store, the embedder (if any), the chat model of fact
-/// extraction (if any), the configuration and the metrics handle. Cheap to clone.
+/// extraction (if any), the checker chain of the memory routes (if any), the
+/// configuration and the metrics handle. Cheap to clone.
 #[derive(Clone)]
 pub struct AppState {
     inner: Arc<Inner>,
     chat: Option<Arc<dyn ChatModel>>,
     pair_judge: PairJudgeChoice,
+    memory: Option<Arc<DeduplicationService>>,
 }
 
 struct Inner {
@@ -77,6 +79,7 @@ impl AppState {
             }),
             chat: None,
             pair_judge: PairJudgeChoice::Cosine,
+            memory: None,
         }
     }
 
@@ -92,6 +95,19 @@ impl AppState {
     pub fn with_pair_judge(mut self, judge: PairJudgeChoice) -> AppState {
         self.pair_judge = judge;
         self
+    }
+
+    /// This state with `service` (the checker chain over the same store) answering
+    /// `POST /v1/memory/check` and `POST /v1/memory/add`; without one those routes answer
+    /// 503 `not_configured`.
+    pub fn with_memory_service(mut self, service: Arc<DeduplicationService>) -> AppState {
+        self.memory = Some(service);
+        self
+    }
+
+    /// The checker chain of the memory routes, if one is configured.
+    pub fn memory_service(&self) -> Option<&DeduplicationService> {
+        self.memory.as_deref()
     }
 
     /// What decides which similar nodes are duplicates.

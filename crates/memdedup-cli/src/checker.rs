@@ -46,7 +46,7 @@ impl<'a> Checker<'a> {
 
     /// [`DeduplicationService::check_duplicate`] of `text` in `scope`.
     pub(crate) async fn check(&mut self, text: &str, scope: &Scope) -> Result<DuplicateCheckResult> {
-        if let Some(server) = &mut self.server {
+        if let Some(server) = &self.server {
             match server.check(text, scope).await {
                 Ok(result) => {
                     tracing::info!("server {} checked it", server.url());
@@ -60,7 +60,7 @@ impl<'a> Checker<'a> {
 
     /// [`DeduplicationService::add`] of `memory`.
     pub(crate) async fn add(&mut self, memory: NewMemory) -> Result<AddOutcome> {
-        if let Some(server) = &mut self.server {
+        if let Some(server) = &self.server {
             match server.add(&memory).await {
                 Ok(outcome) => {
                     tracing::info!("server {} checked and stored it", server.url());
@@ -77,11 +77,8 @@ impl<'a> Checker<'a> {
         self.local.as_ref()
     }
 
-    /// Ends the server session and closes the local store.
+    /// Closes the local store.
     pub(crate) async fn close(self) {
-        if let Some(server) = self.server {
-            server.close().await;
-        }
         if let Some(local) = self.local {
             local.store().close().await;
         }

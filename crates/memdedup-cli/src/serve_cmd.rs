@@ -43,7 +43,8 @@ pub(crate) async fn run(global: &GlobalArgs, args: &ServeArgs) -> Result<()> {
     let store = open_store(global, &config).await?;
     let metrics = dedup_server::install_prometheus();
     let any_host = !server.tokens.is_empty();
-    // The MCP tools share the store and the (batching) embedder with the REST routes.
+    // The MCP tools and the memory routes share the store and the (batching) embedder with
+    // the node routes.
     let dedup = config.dedup_config().map_err(|e| UsageError(e.to_string()))?;
     let service = match &embedder {
         Some(embedder) => DeduplicationService::new(store.clone(), embedder.clone(), dedup),
@@ -52,9 +53,11 @@ pub(crate) async fn run(global: &GlobalArgs, args: &ServeArgs) -> Result<()> {
     // The fact tools of /mcp keep the policy of the REST routes (`[server.facts]`).
     let fact_policy = FactPolicy::new(server.facts.min_confidence, server.facts.max_facts)
         .map_err(|e| UsageError(format!("{}: server.facts: {e}", config.origin_name())))?;
-    let mcp = crate::mcp_cmd::context(global, &config, Arc::new(service.connect_recent_cache().await))?
-        .with_fact_policy(fact_policy);
-    let mut state = AppState::new(store, embedder, server, metrics).with_pair_judge(pair_judge);
+    // `/v1/memory/check` and `/v1/memory/add` run the same chain as the MCP tools.
+    let service = Arc::new(service.connect_recent_cache().await);
+    let mcp = crate::mcp_cmd::context(global, &config, service.clone())?.with_fact_policy(fact_policy);
+    let mut state =
+        AppState::new(store, embedder, server, metrics).with_pair_judge(pair_judge).with_memory_service(service);
     if let Some(chat) = chat {
         state = state.with_chat_model(chat);
     }

@@ -61,6 +61,8 @@ fn protected() -> Vec<(Method, &'static str, Option<Value>)> {
         (Method::DELETE, "/v1/facts/fact_00000000", None),
         (Method::GET, "/v1/memory/profile", None),
         (Method::GET, "/v1/memory/context", None),
+        (Method::POST, "/v1/memory/check", Some(json!({"content": "C"}))),
+        (Method::POST, "/v1/memory/add", Some(json!({"content": "C"}))),
         (Method::GET, "/metrics", None),
     ]
 }

@@ -84,6 +84,8 @@ fn routes() -> BTreeMap<&'static str, Vec<&'static str>> {
         ("/v1/facts", vec!["get", "post"]),
         ("/v1/facts/extract", vec!["post"]),
         ("/v1/facts/{id}", vec!["delete", "patch"]),
+        ("/v1/memory/add", vec!["post"]),
+        ("/v1/memory/check", vec!["post"]),
         ("/v1/memory/context", vec!["get"]),
         ("/v1/memory/profile", vec!["get", "put"]),
         ("/v1/nodes", vec!["get", "post"]),

@@ -12,6 +12,7 @@ use async_trait::async_trait;
 use dedup_core::Embedding;
 use dedup_embed::{Embedder, LocalEmbedder, ModelDir};
 use dedup_llm::ChatModel;
+use dedup_precompact::{DeduplicationConfig, DeduplicationService};
 use dedup_server::{AppState, ServerConfig, node_text};
 use dedup_store::{DbLocation, Store, StoreOptions};
 use reqwest::{Method, RequestBuilder, StatusCode};
@@ -134,9 +135,17 @@ pub struct ServerBuilder {
     config: ServerConfig,
     db: Option<TestDb>,
     shared: Option<DbLocation>,
+    memory_routes: bool,
 }
 
 impl ServerBuilder {
+    /// Serves `/v1/memory/check` and `/v1/memory/add` with the checker chain over the
+    /// server's store and embedder (default configuration), as `memdedup serve` does.
+    pub fn memory_routes(mut self) -> ServerBuilder {
+        self.memory_routes = true;
+        self
+    }
+
     pub fn backend(mut self, backend: Backend) -> ServerBuilder {
         self.backend = backend;
         self
@@ -191,7 +200,16 @@ impl ServerBuilder {
         };
         let metrics = dedup_server::install_prometheus();
         ensure!(metrics.is_some(), "the Prometheus recorder could not be installed");
+        let service = self.memory_routes.then(|| match &self.embedder {
+            Some(embedder) => {
+                DeduplicationService::new(store.clone(), embedder.clone(), DeduplicationConfig::default())
+            }
+            None => DeduplicationService::without_embeddings(store.clone(), DeduplicationConfig::default()),
+        });
         let mut state = AppState::new(store, self.embedder, self.config, metrics);
+        if let Some(service) = service {
+            state = state.with_memory_service(Arc::new(service));
+        }
         if let Some(chat) = self.chat {
             state = state.with_chat_model(chat);
         }
@@ -219,7 +237,15 @@ impl TestServer {
     /// A server on SQLite with the seed's defaults and no embedder until one is given.
     pub fn builder() -> ServerBuilder {
         let config = ServerConfig { addr: ([127, 0, 0, 1], 0).into(), ..ServerConfig::default() };
-        ServerBuilder { backend: Backend::Sqlite, embedder: None, chat: None, config, db: None, shared: None }
+        ServerBuilder {
+            backend: Backend::Sqlite,
+            embedder: None,
+            chat: None,
+            config,
+            db: None,
+            shared: None,
+            memory_routes: false,
+        }
     }
 
     /// A SQLite server with the seed's defaults and `embedder`.
@@ -443,6 +469,12 @@ impl TableEmbedder {
     /// [`node_text`]).
     pub fn with(self, title: &str, body: &str, vector: Embedding) -> TableEmbedder {
         self.set(title, body, vector);
+        self
+    }
+
+    /// `text` itself embeds as `vector` (what the memory routes embed).
+    pub fn with_text(self, text: &str, vector: Embedding) -> TableEmbedder {
+        self.table.write().unwrap_or_else(|e| e.into_inner()).insert(text.to_owned(), vector);
         self
     }
 
