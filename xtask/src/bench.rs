@@ -27,8 +27,9 @@ is `cargo bench -p memdedup --bench check` and the HTTP check-similar bench (8 a
 clients, 10k and 100k stored nodes) is `cargo bench -p memdedup --bench http`; the
 assisted dedup run (10,000 memories, a fake judge answering after 200 ms, 1, 4 and 16
 calls in flight) is `cargo bench -p dedup-assist --bench assisted`; the MCP
-`memory_check` round trips over stdio and HTTP against REST check-similar are `cargo
-bench -p memdedup-cli --bench mcp`; all run first unless --e2e-only.
+`memory_check` round trips over stdio and HTTP against REST `/v1/memory/check` and
+check-similar are `cargo bench -p memdedup-cli --bench mcp`; all run first unless
+--e2e-only.
 
 With --compare, only this: `memdedup scan FILE --json --threshold 0.85` (no cache) and
 xtask/compare/reference_scan.py (the same model, tokenizer.json and model.onnx, run by

@@ -1,7 +1,8 @@
 //! MCP `memory_check` round trips over stdio and over streamable HTTP, against the REST
-//! `POST /v1/nodes/check-similar` in the same run: one client, sequential calls, p50 and
-//! p99 latency of the whole round trip (client encode, transport, server check with one
-//! embedding by the local model, reply decode).
+//! `POST /v1/memory/check` (the same checker chain) and `POST /v1/nodes/check-similar` in
+//! the same run: one client, sequential calls, p50 and p99 latency of the whole round trip
+//! (client encode, transport, server check with one embedding by the local model, reply
+//! decode).
 //!
 //! Run with `cargo xtask bench` (or `cargo bench -p memdedup-cli --bench mcp`). The
 //! release `memdedup` binary serves all three: `memdedup mcp` for stdio and one
@@ -126,8 +127,20 @@ async fn run(calls: usize) {
             reply.json::<Value>().await.expect("JSON reply");
         }
     };
+    let memory_check = |i: usize| {
+        let http = http.clone();
+        let url = format!("{base}/v1/memory/check");
+        async move {
+            let body = json!({"content": query(i), "namespace": "bench"});
+            let reply = http.post(url).bearer_auth(TOKEN).json(&body).send().await.expect("memory/check");
+            assert!(reply.status().is_success(), "memory/check: {}", reply.status());
+            let reply = reply.json::<Value>().await.expect("JSON reply");
+            assert!(reply["degraded"].as_array().is_some_and(Vec::is_empty), "a check failed open: {reply}");
+        }
+    };
     let mut rows = Vec::new();
     rows.push(("REST POST /v1/nodes/check-similar", time(calls, rest).await));
+    rows.push(("REST POST /v1/memory/check", time(calls, memory_check).await));
     rows.push((
         "MCP memory_check, streamable HTTP",
         time(calls, |i| {
