@@ -279,7 +279,10 @@ fn http_status(addr: SocketAddr, path: &str) -> Option<u16> {
     let attempt = || -> std::io::Result<Vec<u8>> {
         let mut stream = TcpStream::connect_timeout(&addr, Duration::from_millis(500))?;
         stream.set_read_timeout(Some(Duration::from_secs(2)))?;
-        write!(stream, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n")?;
+        // One write: `write!` on the stream would send each piece of the format as its own
+        // segment, and a server reading once could see only "GET ".
+        let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes())?;
         let mut head = [0_u8; 64];
         let n = stream.read(&mut head)?;
         Ok(head[..n].to_vec())
@@ -332,9 +335,15 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         let server = std::thread::spawn(move || {
             let (mut stream, _) = listener.accept().unwrap();
-            let mut request = [0_u8; 256];
-            let n = stream.read(&mut request).unwrap();
-            assert!(request[..n].starts_with(b"GET /health HTTP/1.1\r\n"));
+            // The whole request head, however the client's segments arrive.
+            let mut request = Vec::new();
+            let mut buffer = [0_u8; 256];
+            while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                let n = stream.read(&mut buffer).unwrap();
+                assert!(n > 0, "the client hung up mid-request: {:?}", String::from_utf8_lossy(&request));
+                request.extend_from_slice(&buffer[..n]);
+            }
+            assert!(request.starts_with(b"GET /health HTTP/1.1\r\n"), "{:?}", String::from_utf8_lossy(&request));
             stream.write_all(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n").unwrap();
         });
         assert_eq!(http_status(addr, "/health"), Some(503));
