@@ -178,9 +178,7 @@ impl DuplicateCheckResult {
             },
         }
     }
-}
 
-impl DuplicateCheckResult {
     /// [`DuplicateCheckResult::explanation`] followed by each check that failed open and
     /// was skipped, since such a "unique" is unproven: what the MCP tool and the HTTP route
     /// answer, where the CLI prints warnings instead.

@@ -14,6 +14,7 @@ use utoipa::ToSchema;
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::extract::Body;
+use crate::nodes::scope_in;
 use crate::state::AppState;
 
 /// `POST /v1/memory/check` request.
@@ -68,7 +69,7 @@ pub(crate) async fn check(
     Extension(principal): Extension<Principal>,
     Body(request): Body<MemoryCheckRequest>,
 ) -> ApiResult<Response> {
-    let scope = scope_of(&state, request.namespace.as_deref(), request.domain.as_deref(), &principal)?;
+    let scope = scope_in(&state, request.domain.as_deref(), request.namespace.as_deref(), &principal)?;
     check_content(&state, &request.content)?;
     let service = service(&state)?;
     let result =
@@ -89,7 +90,7 @@ pub(crate) async fn add(
     Extension(principal): Extension<Principal>,
     Body(request): Body<MemoryAddRequest>,
 ) -> ApiResult<Response> {
-    let scope = scope_of(&state, request.namespace.as_deref(), request.domain.as_deref(), &principal)?;
+    let scope = scope_in(&state, request.domain.as_deref(), request.namespace.as_deref(), &principal)?;
     check_content(&state, &request.content)?;
     let mut memory = NewMemory::new(scope.clone(), request.content);
     if let Some(kind) = request.kind {
@@ -105,19 +106,6 @@ pub(crate) async fn add(
     let status = if outcome.stored.is_some() { StatusCode::CREATED } else { StatusCode::OK };
     let explanation = outcome.explanation(&scope);
     Ok((status, axum::Json(Explained { value: &outcome, scope: &scope, explanation })).into_response())
-}
-
-/// The scope of a request, refused (403) when the token may not use the namespace.
-fn scope_of(
-    state: &AppState,
-    namespace: Option<&str>,
-    domain: Option<&str>,
-    principal: &Principal,
-) -> ApiResult<Scope> {
-    let namespace = namespace.unwrap_or(dedup_store::DEFAULT_NAMESPACE);
-    let scope = Scope::new(domain.unwrap_or(&state.config().domain), namespace)?;
-    principal.allow(namespace)?;
-    Ok(scope)
 }
 
 /// 400 for blank content; the configured text limit and NUL as for nodes.

@@ -941,8 +941,18 @@ fn edge_view(edge: dedup_store::Edge) -> EdgeView {
 
 /// The scope of a request's namespace (default `default`), if the token may use it.
 pub(crate) fn scope_of(state: &AppState, namespace: Option<&str>, principal: &Principal) -> ApiResult<Scope> {
+    scope_in(state, None, namespace, principal)
+}
+
+/// Like [`scope_of`], in `domain` when given (else the configured one).
+pub(crate) fn scope_in(
+    state: &AppState,
+    domain: Option<&str>,
+    namespace: Option<&str>,
+    principal: &Principal,
+) -> ApiResult<Scope> {
     let namespace = namespace.unwrap_or(dedup_store::DEFAULT_NAMESPACE);
-    let scope = Scope::new(&state.config().domain, namespace)?;
+    let scope = Scope::new(domain.unwrap_or(&state.config().domain), namespace)?;
     principal.allow(namespace)?;
     Ok(scope)
 }
