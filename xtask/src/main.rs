@@ -34,6 +34,7 @@ mod services;
 mod synthetic_playbook;
 mod temp_dir;
 mod tidy;
+mod train_judge;
 mod venv;
 
 use std::path::{Path, PathBuf};
@@ -74,6 +75,10 @@ Commands:
                             corpus halves and tests/fixtures/memories_dev.jsonl
   fit-judge                 fit the local judge's parameters on the tuning half and
                             write crates/dedup-core/src/local_judge/params.json
+  train-judge [--smoke]     train, calibrate, evaluate and export the pair judge from
+                            data/judge/ into models/pair-judge/ (pinned wheels, fixed
+                            seed, ~60 min on 2 cores; --smoke: a tiny slice, nothing
+                            written)
   mcp-python                install the pinned Python MCP SDK (mcp from PyPI) in a
                             cached virtualenv for the MCP client tests and print its
                             python; `ci` runs it before the tests
@@ -153,6 +158,14 @@ fn run(args: Vec<String>) -> Result<()> {
             no_args(command, rest)?;
             fit_judge::run(&project_root())
         }
+        "train-judge" if wants_help => {
+            println!(
+                "Usage: cargo xtask train-judge [--smoke] [--public NAME=PATH] [--max-minutes N]\n\n{}",
+                train_judge::HELP
+            );
+            Ok(())
+        }
+        "train-judge" => train_judge::run(&project_root(), &train_judge::parse_args(rest)?),
         "bench" if wants_help => {
             println!("Usage: cargo xtask bench [--e2e-only | --compare | --scaling] [ARGS...]\n\n{}", bench::HELP);
             Ok(())

@@ -37,6 +37,7 @@ mod group_merge;
 mod json_reply;
 mod judge;
 mod judged;
+mod learned_judge;
 mod local_judge;
 mod merge;
 mod playbook;
@@ -75,6 +76,7 @@ pub use judge::{
     validate_response,
 };
 pub use judged::{JudgedGrouping, RejectedPair, group_by_cosine, group_judged, similar_pairs};
+pub use learned_judge::{Decision, LearnedJudgeSettings, RELATIONS, Relation};
 pub use local_judge::{LocalJudge, LocalJudgeParams, PairJudgement, PairVerdict};
 pub use merge::{Absorbed, MergePlan, MergedGroup, merge_counters};
 pub use playbook::{CANONICAL_SECTIONS, Entry, EntryRef, Playbook};

