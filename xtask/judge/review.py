@@ -2,6 +2,7 @@
 
   python3 review.py sample DATA_DIR N OUT_BLIND OUT_KEY   # pairs to label, without labels
   python3 review.py compare OUT_KEY LABELS                # agreement with the first pass
+  python3 review.py agreement SECOND_PASS                 # the same, from the merged file
 
 The blind file has {"id", "a", "b"} per line, in random order, each pair in random order;
 the key file adds the first pass's relation, kind and group. A reviewer writes LABELS as
@@ -51,6 +52,16 @@ def kappa(x, y):
 def compare(key_path, labels_path):
     key = {r["id"]: r for r in map(json.loads, open(key_path, encoding="utf-8"))}
     second = {r["id"]: r["relation"] for r in map(json.loads, open(labels_path, encoding="utf-8"))}
+    report(key, second)
+
+
+def agreement(merged_path):
+    """data/judge/review/second_pass.jsonl: both passes' relations on one line per pair."""
+    rows = [json.loads(line) for line in open(merged_path, encoding="utf-8")]
+    report({r["id"]: dict(r, relation=r["first"]) for r in rows}, {r["id"]: r["second"] for r in rows})
+
+
+def report(key, second):
     missing = sorted(set(key) - set(second))
     ids = sorted(set(key) & set(second))
     first_rel = [key[i]["relation"] for i in ids]
@@ -76,5 +87,7 @@ if __name__ == "__main__":
         sample(sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5])
     elif sys.argv[1] == "compare":
         compare(sys.argv[2], sys.argv[3])
+    elif sys.argv[1] == "agreement":
+        agreement(sys.argv[2])
     else:
         sys.exit(__doc__)
