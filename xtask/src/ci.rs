@@ -26,7 +26,7 @@ struct TestCounts {
     ignored: u64,
 }
 
-/// Runs fmt, clippy, fetch-model, test, tidy, rustdoc and cargo-deny; prints a header and
+/// Runs fmt, clippy, fetch-model, test, tidy, the training smoke run, rustdoc and cargo-deny; prints a header and
 /// the elapsed time per step. The test step alone gets `DATABASE_URL` and `REDIS_URL` of
 /// a disposable Postgres and redis-server (see [`crate::services`]) unless the
 /// environment sets them, and `MEMDEDUP_MCP_PYTHON` of the Python MCP SDK's virtualenv
@@ -61,6 +61,13 @@ pub fn run(root: &Path) -> Result<()> {
             }),
         ),
         ("tidy", Box::new(|| crate::tidy::run(root).map(|()| Outcome::Passed))),
+        (
+            "train-judge --smoke (the training pipeline on a tiny slice; nothing installed)",
+            Box::new(|| {
+                let args = crate::train_judge::TrainArgs { smoke: true, ..Default::default() };
+                crate::train_judge::run(root, &args).map(|()| Outcome::Passed)
+            }),
+        ),
         (
             "cargo doc --workspace --no-deps --all-features (warnings denied)",
             Box::new(|| {

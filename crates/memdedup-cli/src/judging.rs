@@ -21,8 +21,8 @@ pub(crate) fn from_args(global: &GlobalArgs, args: &JudgingArgs) -> Result<(Opti
 /// The local judge for `--judge` and `--judge-params` (`None` for `--judge cosine`).
 pub(crate) fn local_judge(judge: PairJudgeArg, params: Option<&std::path::Path>) -> Result<Option<LocalJudge>> {
     match (judge, params) {
-        (PairJudgeArg::Cosine, Some(_)) => bail!("--judge-params needs --judge local"),
-        (PairJudgeArg::Cosine, None) => Ok(None),
+        (PairJudgeArg::Cosine | PairJudgeArg::Learned, Some(_)) => bail!("--judge-params needs --judge local"),
+        (PairJudgeArg::Cosine | PairJudgeArg::Learned, None) => Ok(None),
         (PairJudgeArg::Local, Some(path)) => Ok(Some(LocalJudge::new(crate::input::read_judge_params(path)?))),
         (PairJudgeArg::Local, None) => Ok(Some(LocalJudge::new(LocalJudgeParams::builtin()))),
     }

@@ -65,6 +65,13 @@ pub(crate) async fn open_service_with(
     Ok(service.connect_recent_cache().await)
 }
 
+/// The learned pair judge from `--model-dir`, else `[embedder] model_dir`, else the
+/// default model directory.
+pub(crate) fn pair_judge(global: &GlobalArgs) -> Result<Arc<memdedup::PairJudgeModel>> {
+    let config = config_file(global)?;
+    Ok(memdedup::pair_judge(model_dir(global, &config)?.as_deref())?)
+}
+
 /// `--model-dir`, else `[embedder] model_dir`.
 pub(crate) fn model_dir(global: &GlobalArgs, config: &ConfigFile) -> Result<Option<std::path::PathBuf>> {
     Ok(match &global.model_dir {

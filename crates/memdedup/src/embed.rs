@@ -41,6 +41,16 @@ fn local_embedder(model_dir: Option<&std::path::Path>, prepack: bool) -> Result<
     }
 }
 
+/// The learned pair judge installed in the located model directory (see
+/// [`ModelDir::locate`]), checked against its pinned sha256 and loaded now, with one
+/// intra-op thread per core (at most 8).
+#[cfg(feature = "local")]
+pub fn pair_judge(model_dir: Option<&std::path::Path>) -> Result<Arc<crate::PairJudgeModel>> {
+    let dir = ModelDir::locate(model_dir)?;
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
+    Ok(Arc::new(crate::PairJudgeModel::load(&dir, threads)?))
+}
+
 /// Embeds `texts`, returning one embedding per text in input order.
 ///
 /// Identical texts are embedded once. Texts are sent shortest first in chunks of

@@ -43,7 +43,7 @@ pub use dedup_core::{
 pub use dedup_embed::{BatchingEmbedder, Embedder, MODEL_DIR_ENV_VAR, ModelDir};
 #[cfg(feature = "local")]
 #[doc(inline)]
-pub use dedup_embed::{LOCAL_MODEL_ID, LocalEmbedder, LocalOptions};
+pub use dedup_embed::{LOCAL_MODEL_ID, LocalEmbedder, LocalOptions, PairJudgeModel};
 #[cfg(feature = "openai")]
 #[doc(inline)]
 pub use dedup_embed::{OpenAiConfig, OpenAiEmbedder};
@@ -86,6 +86,9 @@ pub use config::{
     CLIENT_TOKEN_ENV_VAR, CONFIG_ENV_VAR, CONFIG_FILE_NAME, ClientSettings, ConfigFile, DEFAULT_CLIENT_TIMEOUT_MS,
     EmbedderSettings, INDEX_MEMORY_ENV_VAR, MAX_INDEX_MEMORY_MB, SERVER_URL_ENV_VAR,
 };
+#[cfg(feature = "local")]
+#[doc(inline)]
+pub use embed::pair_judge;
 pub use embed::{EMBED_CHUNK, default_embedder, embed_texts, short_lived_embedder};
 pub use error::{Error, Result};
 pub use judge::{JUDGE_ENV_VAR, JUDGE_MODEL_ENV_VAR, JUDGE_URL_ENV_VAR, JudgeKind, JudgeOverrides, JudgeSettings};

@@ -158,7 +158,7 @@ impl Model {
 
 /// The process's ONNX Runtime environment, loading the runtime library of `dir` the first
 /// time (one runtime per process: later directories share it).
-fn environment(dir: &ModelDir) -> Result<Environment> {
+pub(super) fn environment(dir: &ModelDir) -> Result<Environment> {
     static ENVIRONMENT: OnceLock<std::result::Result<Environment, String>> = OnceLock::new();
     let runtime = dir.runtime_library();
     let built = ENVIRONMENT.get_or_init(|| {
