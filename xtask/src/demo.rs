@@ -44,6 +44,19 @@ pub fn run(root: &Path) -> Result<()> {
     process::run(Command::new(&bin).args(["scan", "examples/memories.jsonl"]).current_dir(root))?;
     println!("\n==> memdedup scan examples/memories.jsonl --judge local");
     process::run(Command::new(&bin).args(["scan", "examples/memories.jsonl", "--judge", "local"]).current_dir(root))?;
+    // The learned pair judge reads both texts together: a paraphrase, an opposite.
+    for (first, second) in [
+        ("always use type hints for function parameters", "use type hints on all function parameters"),
+        (
+            "Always run the migrations before starting the API server.",
+            "Never run the migrations before starting the API server.",
+        ),
+    ] {
+        println!("\n==> memdedup similarity \"{first}\" \"{second}\" --judge learned");
+        process::run(
+            Command::new(&bin).args(["similarity", first, second, "--judge", "learned"]).current_dir(root),
+        )?;
+    }
 
     // The check-before-store path, on a fresh SQLite memory store.
     let db = out_dir.join("memory.db");

@@ -14,8 +14,9 @@ pub const HELP: &str = "\
 Builds the CLI, fetches the model if needed, and runs `memdedup eval --json` over
 tests/fixtures/labelled/tune.jsonl, tests/fixtures/labelled/holdout.jsonl and
 tests/fixtures/memories_dev.jsonl: with the cosine judge at the thresholds 0.65 to 0.90,
-then with the local judge at its built-in parameters. Prints one Markdown table (file,
-judge, threshold or duplicate floor, pair precision, recall, F1, false pairs, false pairs
+then with the local judge at its built-in parameters, then with the learned pair judge
+(threshold: its calibrated P(duplicate); pairs it leaves uncertain are not merged and are
+counted in the note). Prints one Markdown table (file, judge, threshold or duplicate floor, pair precision, recall, F1, false pairs, false pairs
 with a hard negative, hard negatives merged, missed pairs), as docs/QUALITY.md shows it.
 Files that do not exist are skipped with a note.";
 
@@ -48,12 +49,15 @@ pub fn run(root: &Path) -> Result<()> {
             cosine.extend(["--threshold", t]);
         }
         let mut report = Value::Null;
-        for judge_args in [cosine, vec!["--judge", "local"]] {
+        let mut uncertain = 0;
+        for judge_args in [cosine, vec!["--judge", "local"], vec!["--judge", "learned"]] {
             report = eval_json(&bin, root, &path, &judge_args)?;
             for row in report["results"].as_array().context("no results")? {
                 println!("{}", table_row(file, &report, row)?);
+                uncertain += row["uncertain_pairs"].as_u64().unwrap_or(0);
             }
         }
+        notes.push(format!("{file}: the learned judge left {uncertain} pairs uncertain (not merged; to review)"));
         notes.push(format!(
             "{file}: {} memories, {} clusters, {} hard negatives",
             report["items"], report["clusters"], report["hard_negatives"]
@@ -85,9 +89,13 @@ fn table_row(file: &str, report: &Value, row: &Value) -> Result<String> {
     let name = Path::new(file).file_name().and_then(|n| n.to_str()).unwrap_or(file);
     let judge = match row["judge"].as_str() {
         Some("local") => format!("local, {} linkage", row["linkage"].as_str().unwrap_or("?")),
+        Some("learned") => format!("learned, {} linkage", row["linkage"].as_str().unwrap_or("?")),
         _ => "cosine".to_owned(),
     };
-    let threshold = row["threshold"].as_f64().or_else(|| row["duplicate_floor"].as_f64());
+    let threshold = row["threshold"]
+        .as_f64()
+        .or_else(|| row["duplicate_floor"].as_f64())
+        .or_else(|| row["duplicate_threshold"].as_f64());
     Ok(format!(
         "| {name} | {judge} | {:.2} | {:.3} | {:.3} | {:.3} | {} | {} | {}/{} | {} |",
         threshold.with_context(|| format!("`threshold` missing in {row}"))?,

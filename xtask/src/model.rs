@@ -374,4 +374,31 @@ mod tests {
         .unwrap();
         install(&lock, scratch.path()).unwrap();
     }
+
+    #[test]
+    fn repository_files_are_copied_checked_and_refused_when_altered() {
+        let root = TempDir::new("xtask-model-root").unwrap();
+        let dir = TempDir::new("xtask-model-dir").unwrap();
+        std::fs::create_dir_all(root.path().join("models")).unwrap();
+        std::fs::write(root.path().join("models/judge.bin"), b"abc").unwrap();
+        let sha = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+        let lock = ModelLock::parse(&format!(
+            "wheel a==1 a-1-py3-none-any.whl {EMPTY_SHA}
+             file a-1-py3-none-any.whl a/empty.bin empty.bin 0 {EMPTY_SHA}
+             repo models/judge.bin judge.bin 3 {sha}
+"
+        ))
+        .unwrap();
+        install_repo_files(&lock, root.path(), dir.path()).unwrap();
+        assert_eq!(std::fs::read(dir.path().join("judge.bin")).unwrap(), b"abc");
+        // Already there: nothing to do, even with the source gone.
+        std::fs::remove_file(root.path().join("models/judge.bin")).unwrap();
+        install_repo_files(&lock, root.path(), dir.path()).unwrap();
+        // An altered source is refused with the fix, and the installed copy is not touched.
+        std::fs::remove_file(dir.path().join("judge.bin")).unwrap();
+        std::fs::write(root.path().join("models/judge.bin"), b"abd").unwrap();
+        let err = install_repo_files(&lock, root.path(), dir.path()).unwrap_err().to_string();
+        assert!(err.contains("judge.bin") && err.contains("cargo xtask train-judge"), "{err}");
+        assert!(!dir.path().join("judge.bin").exists());
+    }
 }

@@ -369,12 +369,21 @@ mod tests {
             (format!("{}{file}", wheel.replace("a==1", "a")), "NAME==VERSION"),
             (format!("{}{file}", wheel.replace("a==1", "a==")), "NAME==VERSION"),
             (format!("{}{file}", wheel.replace(".whl", ".zip")), "not a wheel file name"),
-            (format!("{wheel}{file}wheel x\n"), "line 3: `wheel x`: expected a `wheel` or `file` line"),
-            (format!("{wheel}{file}model x\n"), "expected a `wheel` or `file` line"),
+            (format!("{wheel}{file}wheel x\n"), "line 3: `wheel x`: expected a `wheel`, `file` or `repo` line"),
+            (format!("{wheel}{file}model x\n"), "expected a `wheel`, `file` or `repo` line"),
+            (format!("{wheel}{file}repo /abs/p.onnx p.onnx 0 {EMPTY_SHA}\n"), "relative to the workspace root"),
+            (format!("{wheel}{file}repo ../p.onnx p.onnx 0 {EMPTY_SHA}\n"), "relative to the workspace root"),
+            (format!("{wheel}{file}repo m/p.onnx d/p.onnx 0 {EMPTY_SHA}\n"), "plain file name"),
+            (format!("{wheel}{file}repo m/p.onnx p.onnx x {EMPTY_SHA}\n"), "size is not a number"),
             (format!("{wheel}{}", file.replace(EMPTY_SHA, &upper)), "not a lowercase sha256"),
             (format!("{}{file}", wheel.replace(EMPTY_SHA, &EMPTY_SHA[1..])), "not a lowercase sha256"),
         ];
         assert!(ModelLock::parse(&format!("{wheel}{file}")).is_ok());
+        let with_repo = ModelLock::parse(&format!("{wheel}{file}repo models/p.onnx p.onnx 3 {EMPTY_SHA}\n")).unwrap();
+        assert_eq!(
+            with_repo.repo_files,
+            vec![RepoFile { path: "models/p.onnx".into(), name: "p.onnx".into(), size: 3, sha256: EMPTY_SHA.into() }]
+        );
         for (text, expected) in cases {
             let err = ModelLock::parse(&text).unwrap_err();
             assert!(matches!(err, Error::InvalidLock(_)), "{err:?}");

@@ -96,6 +96,12 @@ impl PairJudgeChoice {
         match name.trim().to_ascii_lowercase().as_str() {
             "cosine" => Ok(PairJudgeChoice::Cosine),
             "local" => PairJudgeChoice::local(params, params_origin),
+            "learned" => Err(Error::config(
+                origin,
+                "the learned pair judge decides `scan`, `eval` and `similarity` so far; the checker chain \
+                 (check, add, capture, the hook, MCP, HTTP) takes \"cosine\" or \"local\""
+                    .to_owned(),
+            )),
             _ => Err(Error::config(origin, format!("expected \"cosine\" or \"local\", got {name:?}"))),
         }
     }

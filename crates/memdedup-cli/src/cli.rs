@@ -196,8 +196,9 @@ pub(crate) struct PairJudgeArgs {
     /// What decides a semantic duplicate: `cosine` (the namespace's threshold alone) or
     /// `local` (the local judge: vetoes close pairs that other numbers, a negation, an
     /// added condition or another entity keep apart, and confirms paraphrases somewhat
-    /// below the threshold). Default: `[dedup] judge`, $MEMDEDUP_DEDUP_JUDGE, else cosine.
-    #[arg(long, value_name = "JUDGE", value_parser = ["cosine", "local"])]
+    /// below the threshold). `learned` (the learned pair judge, docs/MODEL.md) is taken
+    /// by `scan` so far. Default: `[dedup] judge`, $MEMDEDUP_DEDUP_JUDGE, else cosine.
+    #[arg(long, value_name = "JUDGE", value_parser = ["cosine", "local", "learned"])]
     pub judge: Option<String>,
     /// The local judge's parameter file (JSON: duplicate_floor, related_floor, vetoes).
     /// Default: `[dedup] judge_params`, else the built-in parameters.
@@ -327,7 +328,7 @@ pub(crate) struct JudgingArgs {
     pub pair: PairJudgeArgs,
     /// How groups are joined: `single` (chains of links), `survivor` (every member a
     /// confirmed duplicate of the survivor) or `complete` (every pair confirmed).
-    /// Default: `single` for the cosine judge, `complete` for the local judge.
+    /// Default: `single` for the cosine judge, `complete` for the local and learned judges.
     #[arg(long, value_enum)]
     pub linkage: Option<LinkageArg>,
 }
@@ -415,9 +416,14 @@ pub(crate) struct SimilarityArgs {
     pub first: String,
     /// Second text.
     pub second: String,
-    /// Print `{"model": ..., "cosine": ...}`.
+    /// Print `{"model": ..., "cosine": ...}` (with a judge, also `"judgement"`: its
+    /// verdict, probability, relation and reasons).
     #[arg(long)]
     pub json: bool,
+    /// Also judge the pair: `local` (the local judge) or `learned` (the learned pair judge,
+    /// with its calibrated P(duplicate)). Default: the cosine alone.
+    #[arg(long, value_enum, default_value_t = PairJudgeArg::Cosine)]
+    pub judge: PairJudgeArg,
 }
 
 /// A finite number in [0, 1] (thresholds, confidences).

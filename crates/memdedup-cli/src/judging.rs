@@ -3,9 +3,22 @@
 use std::sync::Arc;
 
 use anyhow::{Result, bail};
-use memdedup::{Linkage, LocalJudge, LocalJudgeParams};
+use memdedup::{Linkage, LocalJudge, LocalJudgeParams, PairScorer};
 
 use crate::cli::{GlobalArgs, JudgingArgs, LinkageArg, PairJudgeArg};
+
+/// The learned pair judge when `--judge learned` asks for it, with the linkage (default
+/// complete); `None` for any other judge.
+pub(crate) fn learned_from_args(global: &GlobalArgs, args: &JudgingArgs) -> Result<Option<(Arc<dyn PairScorer>, Linkage)>> {
+    if !args.pair.judge.as_deref().is_some_and(|j| j.eq_ignore_ascii_case("learned")) {
+        return Ok(None);
+    }
+    if args.pair.judge_params.is_some() {
+        bail!("--judge-params needs --judge local");
+    }
+    let scorer: Arc<dyn PairScorer> = crate::open::pair_judge(global)?;
+    Ok(Some((scorer, linkage(args.linkage.unwrap_or(LinkageArg::Complete)))))
+}
 
 /// The local judge that the flags, else `[dedup] judge` (and `judge_params`) or
 /// $MEMDEDUP_DEDUP_JUDGE, ask for (`None`: cosine alone), and the linkage (default:
@@ -50,6 +63,7 @@ pub(crate) fn linkage_name(linkage: Linkage) -> &'static str {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Judging {
     pub(crate) local: bool,
+    pub(crate) learned: bool,
     pub(crate) linkage: Linkage,
 }
 
@@ -57,10 +71,16 @@ impl Judging {
     /// Whether this is the seed's scan (cosine, chains of links): its output keeps the
     /// seed's shape.
     pub(crate) fn is_plain(self) -> bool {
-        !self.local && self.linkage == Linkage::Single
+        !self.local && !self.learned && self.linkage == Linkage::Single
     }
 
     pub(crate) fn judge(self) -> &'static str {
-        if self.local { "local" } else { "cosine" }
+        if self.learned {
+            "learned"
+        } else if self.local {
+            "local"
+        } else {
+            "cosine"
+        }
     }
 }

@@ -42,7 +42,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: &PlaybookDedupArgs) -> Result
     let playbook = Playbook::parse(without_bom(&text)).with_context(|| format!("cannot read playbook {name}"))?;
     let threshold = Threshold::resolve(args.threshold);
     let (judge, linkage) = crate::judging::from_args(global, &args.judging)?;
-    let judging = Judging { local: judge.is_some(), linkage };
+    let judging = Judging { local: judge.is_some(), learned: false, linkage };
     let names: Vec<String> = playbook.entries().iter().map(|(_, e)| e.name.clone()).collect();
     let embedder = crate::open::collection_embedder(global).await?;
     let bar = embedding_bar(playbook.len(), global.quiet);

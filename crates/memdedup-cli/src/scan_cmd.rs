@@ -14,14 +14,22 @@ pub(crate) async fn run(global: &GlobalArgs, args: &ScanArgs) -> Result<()> {
     let name = display_name(&args.file);
     let collection = parse_collection(&read_text(&args.file)?, &name)?;
     let items = &collection.items;
-    let (judge, linkage) = crate::judging::from_args(global, &args.judging)?;
+    let (judge, learned, linkage) = match crate::judging::learned_from_args(global, &args.judging)? {
+        Some((scorer, linkage)) => (None, Some(scorer), linkage),
+        None => {
+            let (judge, linkage) = crate::judging::from_args(global, &args.judging)?;
+            (judge, None, linkage)
+        }
+    };
     let options = ScanOptions {
         threshold: Threshold::new(args.threshold)?,
         cross_namespace: args.cross_namespace,
         judge,
+        learned,
         linkage,
     };
-    let judging = Judging { local: options.judge.is_some(), linkage: options.linkage };
+    let judging =
+        Judging { local: options.judge.is_some(), learned: options.learned.is_some(), linkage: options.linkage };
     let embedder = crate::open::collection_embedder(global).await??;
     let bar = embedding_bar(items.len(), global.quiet);
     let progress = |done: usize, total: usize| {
@@ -80,8 +88,12 @@ fn report_json(collection: &Collection, r: &ScanReport, judging: Judging) -> Str
             .rejected
             .iter()
             .map(|p| {
+                let probability = match p.judgement.probability {
+                    Some(probability) => format!(",\"probability\":{}", json!(score(probability))),
+                    None => String::new(),
+                };
                 format!(
-                    "{{\"a\":{},\"b\":{},\"cosine\":{},\"verdict\":{},\"reasons\":{}}}",
+                    "{{\"a\":{},\"b\":{},\"cosine\":{},\"verdict\":{}{probability},\"reasons\":{}}}",
                     ids[p.a],
                     ids[p.b],
                     json!(score(p.judgement.cosine)),
@@ -141,9 +153,14 @@ fn report_human(collection: &Collection, r: &ScanReport, judging: Judging) -> St
         return out;
     }
     out.push_str(&format!("\njudge {}, {} linkage\n", judging.judge(), linkage_name(judging.linkage)));
-    if !r.rejected.is_empty() {
-        out.push_str(&format!("\nkept apart by the judge ({}):\n", r.rejected.len()));
-        for p in &r.rejected {
+    let (uncertain, apart): (Vec<_>, Vec<_>) =
+        r.rejected.iter().partition(|p| p.judgement.verdict == memdedup::PairVerdict::Uncertain);
+    for (title, list) in [("uncertain, not merged: to review", uncertain), ("kept apart by the judge", apart)] {
+        if list.is_empty() {
+            continue;
+        }
+        out.push_str(&format!("\n{title} ({}):\n", list.len()));
+        for p in list {
             out.push_str(&format!(
                 "  {} / {}  ({:.4}): {}\n",
                 id(p.a),

@@ -3,7 +3,7 @@
 use anyhow::Result;
 use serde_json::json;
 
-use crate::cli::{GlobalArgs, SimilarityArgs};
+use crate::cli::{GlobalArgs, PairJudgeArg, SimilarityArgs};
 use crate::output::{emit, score};
 
 pub(crate) async fn run(global: &GlobalArgs, args: &SimilarityArgs) -> Result<()> {
@@ -13,10 +13,43 @@ pub(crate) async fn run(global: &GlobalArgs, args: &SimilarityArgs) -> Result<()
         anyhow::bail!("the embedder returned {} vectors for 2 texts", vectors.len());
     };
     let cosine = a.cosine(b)?;
+    let (first, second) = (args.first.as_str(), args.second.as_str());
+    let judgement = match args.judge {
+        PairJudgeArg::Cosine => None,
+        PairJudgeArg::Local => Some(memdedup::LocalJudge::default().judge(first, second, cosine)),
+        PairJudgeArg::Learned => {
+            let model = crate::open::pair_judge(global)?;
+            let settings = model.settings();
+            Some(if cosine < settings.candidate_floor {
+                settings.below_floor(first, second, cosine)
+            } else {
+                let (a, b, judge) = (args.first.clone(), args.second.clone(), model.clone());
+                let logits = tokio::task::spawn_blocking(move || judge.logits(&[(a.as_str(), b.as_str())])).await??;
+                settings.judge(first, second, &logits[0], cosine)
+            })
+        }
+    };
     if args.json {
-        emit(&format!("{}\n", json!({"model": embedder.model_id(), "cosine": score(cosine)})))?;
+        let mut out = json!({"model": embedder.model_id(), "cosine": score(cosine)});
+        if let Some(j) = &judgement {
+            out["judgement"] = json!({
+                "judge": if args.judge == PairJudgeArg::Learned { "learned" } else { "local" },
+                "verdict": j.verdict.as_str(),
+                "probability": j.probability.map(score),
+                "relation": j.relation.map(|r| r.as_str()),
+                "reasons": j.reasons,
+            });
+        }
+        emit(&format!("{out}\n"))?;
     } else {
-        emit(&format!("{cosine:.4}\n"))?;
+        let mut out = format!("{cosine:.4}\n");
+        if let Some(j) = &judgement {
+            out.push_str(&format!("{}\n", j.verdict.as_str()));
+            for reason in &j.reasons {
+                out.push_str(&format!("  {reason}\n"));
+            }
+        }
+        emit(&out)?;
     }
     Ok(())
 }

@@ -3,7 +3,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use dedup_core::{Linkage, LocalJudge, RefusedLink, RejectedPair, group_by_cosine, group_judged};
+use dedup_core::{
+    Linkage, LocalJudge, RefusedLink, RejectedPair, group_by_cosine, group_judged, group_learned, similar_pairs,
+};
 
 use crate::playbook::group_off_executor;
 use crate::{Edge, Embedder, Embedding, Group, Result, Threshold, embed_texts};
@@ -35,6 +37,10 @@ pub struct ScanOptions {
     pub cross_namespace: bool,
     /// The local judge deciding each pair; `None` links on cosine alone (the seed's way).
     pub judge: Option<Arc<LocalJudge>>,
+    /// The learned pair judge deciding each pair whose cosine reaches its candidate floor
+    /// (wins over `judge`); pairs it leaves uncertain are never linked and are reported
+    /// in [`ScanReport::rejected`].
+    pub learned: Option<Arc<dyn PairScorer>>,
     /// How groups may be joined (default [`Linkage::Single`]: chains of links).
     pub linkage: Linkage,
 }
@@ -42,7 +48,27 @@ pub struct ScanOptions {
 impl ScanOptions {
     /// Cosine alone at `threshold`, within namespaces, single linkage.
     pub fn new(threshold: Threshold) -> ScanOptions {
-        ScanOptions { threshold, cross_namespace: false, judge: None, linkage: Linkage::Single }
+        ScanOptions { threshold, cross_namespace: false, judge: None, learned: None, linkage: Linkage::Single }
+    }
+}
+
+/// The learned pair judge as a scan needs it: its settings and the relation logits of
+/// pairs of texts (CPU-heavy; called on the blocking pool).
+pub trait PairScorer: Send + Sync + std::fmt::Debug {
+    /// The judge's calibrated settings.
+    fn settings(&self) -> &dedup_core::LearnedJudgeSettings;
+    /// The relation logits of each pair, in input order.
+    fn logits(&self, pairs: &[(&str, &str)]) -> Result<Vec<[f32; 4]>>;
+}
+
+#[cfg(feature = "local")]
+impl PairScorer for dedup_embed::PairJudgeModel {
+    fn settings(&self) -> &dedup_core::LearnedJudgeSettings {
+        dedup_embed::PairJudgeModel::settings(self)
+    }
+
+    fn logits(&self, pairs: &[(&str, &str)]) -> Result<Vec<[f32; 4]>> {
+        Ok(dedup_embed::PairJudgeModel::logits(self, pairs)?)
     }
 }
 
@@ -93,7 +119,7 @@ pub async fn scan_collection(
     for indices in partitions.into_values().filter(|p| p.len() >= 2) {
         let part: Vec<_> = indices.iter().map(|&i| embeddings[i].clone()).collect();
         let map = |e: &Edge| Edge { a: indices[e.a], b: indices[e.b], score: e.score };
-        if options.judge.is_none() && options.linkage == Linkage::Single {
+        if options.judge.is_none() && options.learned.is_none() && options.linkage == Linkage::Single {
             for g in group_off_executor(part, options.threshold).await? {
                 groups.push(Group {
                     members: g.members.iter().map(|&m| indices[m]).collect(),
@@ -104,8 +130,10 @@ pub async fn scan_collection(
             continue;
         }
         let texts: Vec<String> = indices.iter().map(|&i| items[i].text.clone()).collect();
-        let (grouping, part_rejected) =
-            judged_off_executor(texts, part, options.judge.clone(), options.linkage, options.threshold).await?;
+        let (grouping, part_rejected) = match &options.learned {
+            Some(scorer) => learned_off_executor(texts, part, scorer.clone(), options.linkage, options.threshold).await?,
+            None => judged_off_executor(texts, part, options.judge.clone(), options.linkage, options.threshold).await?,
+        };
         for g in grouping.groups {
             groups.push(Group {
                 members: g.members.iter().map(|&m| indices[m]).collect(),
@@ -134,6 +162,31 @@ pub async fn scan_collection(
         refused,
         rejected,
     })
+}
+
+/// Grouping by the learned judge, on the blocking pool: candidates from the embeddings,
+/// the model's logits for them in batches, then the verdicts and the linkage.
+async fn learned_off_executor(
+    texts: Vec<String>,
+    embeddings: Vec<Embedding>,
+    scorer: Arc<dyn PairScorer>,
+    linkage: Linkage,
+    threshold: Threshold,
+) -> Result<(dedup_core::GuardedGrouping, Vec<RejectedPair>)> {
+    let work = move || -> Result<_> {
+        let settings = scorer.settings();
+        let candidates = similar_pairs(&embeddings, settings.candidate_floor)?;
+        let pairs: Vec<(&str, &str)> =
+            candidates.iter().map(|e| (texts[e.a].as_str(), texts[e.b].as_str())).collect();
+        let logits = scorer.logits(&pairs)?;
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let judged = group_learned(&refs, &candidates, &logits, settings, threshold.as_f32(), linkage)?;
+        Ok((judged.grouping, judged.rejected))
+    };
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) => handle.spawn_blocking(work).await.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic())),
+        Err(_) => work(),
+    }
 }
 
 /// Judged (or cosine with a linkage) grouping, on the blocking pool.

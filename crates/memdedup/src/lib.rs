@@ -81,7 +81,7 @@ pub use dedup_core::{JudgeBatch, JudgeMode, JudgeResponse, TextChoice};
 pub use dedup_store::{MergeFilter, MergeId, MergeRecord, TextSource, UndoReport};
 
 pub use cached::CachedEmbedder;
-pub use collection::{CollectionItem, DEFAULT_NAMESPACE, ScanOptions, ScanReport, scan_collection};
+pub use collection::{CollectionItem, DEFAULT_NAMESPACE, PairScorer, ScanOptions, ScanReport, scan_collection};
 pub use config::{
     CLIENT_TOKEN_ENV_VAR, CONFIG_ENV_VAR, CONFIG_FILE_NAME, ClientSettings, ConfigFile, DEFAULT_CLIENT_TIMEOUT_MS,
     EmbedderSettings, INDEX_MEMORY_ENV_VAR, MAX_INDEX_MEMORY_MB, SERVER_URL_ENV_VAR,

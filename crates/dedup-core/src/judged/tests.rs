@@ -154,3 +154,37 @@ proptest! {
         }
     }
 }
+
+fn learned_settings() -> crate::LearnedJudgeSettings {
+    let json = format!(
+        r#"{{"format": 1, "model_file": "pair_judge.onnx", "model_sha256": "{}", "weights": "int8", "max_len": 96,
+            "order": "canonical", "relations": ["unique", "related", "contradiction", "duplicate"],
+            "decision": {{"features": ["duplicate_log_odds", "cosine"], "weights": [1.0, 0.0], "bias": 0.0}},
+            "candidate_floor": 0.3, "duplicate_threshold": 0.9, "uncertain_threshold": 0.5,
+            "precision_target": 0.98, "seed": 13, "base": "test"}}"#,
+        "0".repeat(64)
+    );
+    crate::LearnedJudgeSettings::parse(&json).unwrap()
+}
+
+#[test]
+fn learned_grouping_links_only_confirmed_pairs_and_reports_the_uncertain_ones() {
+    let texts = ["run migrations first", "apply migrations before boot", "never run migrations first", "unrelated"];
+    let candidates = [
+        Edge { a: 0, b: 1, score: 0.7 },
+        Edge { a: 1, b: 2, score: 0.6 },
+        Edge { a: 0, b: 2, score: 0.9 },
+    ];
+    let logits = [[-5.0, -5.0, -5.0, 5.0], [0.0, 0.0, 0.0, 2.0], [-3.0, 0.0, 4.0, -3.0]];
+    let judged =
+        group_learned(&texts, &candidates, &logits, &learned_settings(), 0.85, Linkage::Complete).unwrap();
+    let groups: Vec<Vec<usize>> = judged.grouping.groups.iter().map(|g| g.members.clone()).collect();
+    assert_eq!(groups, vec![vec![0, 1]]);
+    let rejected: Vec<(usize, usize, PairVerdict)> =
+        judged.rejected.iter().map(|r| (r.a, r.b, r.judgement.verdict)).collect();
+    assert!(rejected.contains(&(1, 2, PairVerdict::Uncertain)), "{rejected:?}");
+    assert!(rejected.contains(&(0, 2, PairVerdict::Related)), "{rejected:?}");
+    assert_eq!(judged.judged, 3);
+    // Mismatched inputs are refused.
+    assert!(group_learned(&texts, &candidates, &logits[..2], &learned_settings(), 0.85, Linkage::Complete).is_err());
+}

@@ -3,6 +3,7 @@
 
 mod errors;
 mod local_model;
+mod pair_judge;
 mod properties;
 mod scan;
 mod seed_000;

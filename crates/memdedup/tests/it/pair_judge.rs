@@ -1,0 +1,195 @@
+//! The real learned pair judge from the local model cache: verdicts on the kinds of pair
+//! it exists for, batch consistency, determinism, symmetry, and the errors of a missing or
+//! altered model file.
+//!
+//! These tests need the fetched model (`cargo xtask fetch-model`) and fail, never skip,
+//! when it is missing.
+
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
+
+use memdedup::crates::core::{PairJudgement, PairVerdict, Relation};
+use memdedup::{Embedder, LocalEmbedder, ModelDir, PairJudgeModel};
+
+use crate::support::env_lock;
+
+fn installed_dir() -> ModelDir {
+    let located = {
+        let _env = env_lock();
+        ModelDir::locate(None)
+    };
+    let dir =
+        located.unwrap_or_else(|e| panic!("cannot locate the model cache ({e}); run `cargo xtask fetch-model` first"));
+    if let Err(e) = dir.check().and_then(|()| dir.verify_pair_judge()) {
+        panic!("these tests need the local model and the pair judge: {e}\nrun `cargo xtask fetch-model` first");
+    }
+    dir
+}
+
+/// One loaded judge for the whole test binary.
+fn judge() -> &'static PairJudgeModel {
+    static JUDGE: OnceLock<PairJudgeModel> = OnceLock::new();
+    JUDGE.get_or_init(|| PairJudgeModel::load(&installed_dir(), 2).unwrap_or_else(|e| panic!("{e}")))
+}
+
+fn embedder() -> &'static Arc<LocalEmbedder> {
+    static EMBEDDER: OnceLock<Arc<LocalEmbedder>> = OnceLock::new();
+    EMBEDDER.get_or_init(|| Arc::new(LocalEmbedder::new(installed_dir())))
+}
+
+/// The verdict on a pair, as the runtime computes it: the cosine from the embedder, the
+/// logits from the judge.
+async fn verdict(a: &str, b: &str) -> PairJudgement {
+    let v = embedder().embed(&[a.to_owned(), b.to_owned()]).await.unwrap_or_else(|e| panic!("{e}"));
+    let cosine = v[0].cosine(&v[1]).unwrap_or_else(|e| panic!("{e}"));
+    let model = judge();
+    let logits = model.logits(&[(a, b)]).unwrap_or_else(|e| panic!("{e}"));
+    if cosine < model.settings().candidate_floor {
+        return model.settings().below_floor(a, b, cosine);
+    }
+    model.settings().judge(a, b, &logits[0], cosine)
+}
+
+fn describe(j: &PairJudgement) -> String {
+    format!("{:?} P={:?} relation={:?} cosine={:.3}: {}", j.verdict, j.probability, j.relation, j.cosine, j.reasons.join("; "))
+}
+
+/// A paraphrase is never kept apart: a duplicate, or uncertain (not merged, to review)
+/// when the judge is not sure enough; and it scores above the same rule's opposite.
+#[tokio::test]
+async fn a_paraphrase_is_a_duplicate_or_uncertain_never_apart() {
+    let a = "always use type hints for function parameters";
+    let j = verdict(a, "use type hints on all function parameters").await;
+    assert!(matches!(j.verdict, PairVerdict::Duplicate | PairVerdict::Uncertain), "{}", describe(&j));
+    assert!(j.probability.unwrap_or(0.0) >= 0.5, "{}", describe(&j));
+    let o = verdict(a, "never use type hints for function parameters").await;
+    assert!(j.probability > o.probability, "paraphrase {} / opposite {}", describe(&j), describe(&o));
+}
+
+#[tokio::test]
+async fn an_opposite_is_not_a_duplicate() {
+    let j = verdict(
+        "Always run the migrations before starting the API server.",
+        "Never run the migrations before starting the API server.",
+    )
+    .await;
+    assert!(!j.is_duplicate() && j.verdict != PairVerdict::Uncertain, "{}", describe(&j));
+    assert_eq!(j.relation, Some(Relation::Contradiction), "{}", describe(&j));
+}
+
+#[tokio::test]
+async fn a_narrower_rule_is_not_a_duplicate() {
+    let j = verdict(
+        "Set a statement timeout on database connections.",
+        "Set a 5 second statement timeout on the reporting role's database connections.",
+    )
+    .await;
+    assert!(!j.is_duplicate(), "{}", describe(&j));
+}
+
+#[tokio::test]
+async fn another_number_is_not_a_duplicate() {
+    let j = verdict("Keep request bodies under 1 MB.", "Keep request bodies under 5 MB.").await;
+    assert!(!j.is_duplicate(), "{}", describe(&j));
+}
+
+#[tokio::test]
+async fn another_entity_is_not_a_duplicate() {
+    let j = verdict("The user's sister lives in Lisbon.", "The user's sister lives in Madrid.").await;
+    assert!(!j.is_duplicate(), "{}", describe(&j));
+}
+
+#[tokio::test]
+async fn a_low_overlap_paraphrase_scores_above_the_hard_negatives() {
+    let anchor = "Rebase feature branches onto main instead of merging main into them.";
+    let paraphrase = "Keep a linear history: replay your branch on top of the trunk rather than pulling the trunk in.";
+    let opposite = "Merge main into feature branches instead of rebasing them onto main.";
+    let p = verdict(anchor, paraphrase).await;
+    let o = verdict(anchor, opposite).await;
+    assert!(
+        p.probability.unwrap_or(0.0) > o.probability.unwrap_or(1.0),
+        "paraphrase {} / opposite {}",
+        describe(&p),
+        describe(&o)
+    );
+    assert!(p.verdict == PairVerdict::Duplicate || p.verdict == PairVerdict::Uncertain, "{}", describe(&p));
+}
+
+#[test]
+fn batched_equals_single_and_is_deterministic_and_symmetric() {
+    let pairs = [
+        ("hi there", "hello there"),
+        (
+            "Never trade during low-volume weekends because the spreads widen, liquidity dries up and a single \
+             large order can move the price against you before you can react to it.",
+            "Avoid trading on weekends when volume is low.",
+        ),
+        ("use type hints for parameters", "prefer composition over inheritance"),
+        ("The cache sits in front of the database.", "The database sits in front of the cache."),
+    ];
+    let model = judge();
+    let batched = model.logits(&pairs).unwrap_or_else(|e| panic!("{e}"));
+    for (pair, in_batch) in pairs.iter().zip(&batched) {
+        let single = model.logits(&[*pair]).unwrap_or_else(|e| panic!("{e}"));
+        let again = model.logits(&[*pair]).unwrap_or_else(|e| panic!("{e}"));
+        let swapped = model.logits(&[(pair.1, pair.0)]).unwrap_or_else(|e| panic!("{e}"));
+        for i in 0..4 {
+            assert!((in_batch[i] - single[0][i]).abs() <= 1e-5, "{pair:?}: batched {in_batch:?} single {:?}", single[0]);
+            assert_eq!(single[0][i], again[0][i], "{pair:?}: not deterministic");
+            assert_eq!(single[0][i], swapped[0][i], "{pair:?}: not symmetric");
+        }
+    }
+}
+
+/// A model directory whose embedder files link to the installed ones and whose pair judge
+/// files are what `write` makes of the installed ones.
+fn altered_dir(scratch: &Path, write: impl Fn(&Path, &[u8])) -> ModelDir {
+    let installed = installed_dir();
+    for entry in std::fs::read_dir(installed.path()).unwrap_or_else(|e| panic!("{e}")) {
+        let entry = entry.unwrap_or_else(|e| panic!("{e}"));
+        let name = entry.file_name();
+        let dest = scratch.join(&name);
+        if name == "pair_judge.onnx" {
+            write(&dest, &std::fs::read(entry.path()).unwrap_or_else(|e| panic!("{e}")));
+        } else if entry.path().is_file() {
+            std::os::unix::fs::symlink(entry.path(), dest).unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+    ModelDir::new(scratch)
+}
+
+fn load_error(dir: &ModelDir) -> String {
+    match PairJudgeModel::load(dir, 1) {
+        Ok(_) => panic!("an altered pair judge loaded"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn a_missing_model_file_names_it_and_the_fix() {
+    let scratch = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = altered_dir(scratch.path(), |_, _| {});
+    let err = load_error(&dir);
+    assert!(err.contains("pair_judge.onnx") && err.contains("cargo xtask fetch-model"), "{err}");
+}
+
+#[test]
+fn a_truncated_model_file_names_it_and_the_fix() {
+    let scratch = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = altered_dir(scratch.path(), |dest, bytes| std::fs::write(dest, &bytes[..bytes.len() / 2]).unwrap());
+    let err = load_error(&dir);
+    assert!(err.contains("pair_judge.onnx") && err.contains("bytes") && err.contains("cargo xtask fetch-model"), "{err}");
+}
+
+#[test]
+fn a_model_file_with_another_sha256_names_it_and_the_fix() {
+    let scratch = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = altered_dir(scratch.path(), |dest, bytes| {
+        let mut changed = bytes.to_vec();
+        let last = changed.len() - 1;
+        changed[last] ^= 0x55;
+        std::fs::write(dest, changed).unwrap();
+    });
+    let err = load_error(&dir);
+    assert!(err.contains("pair_judge.onnx") && err.contains("sha256") && err.contains("cargo xtask fetch-model"), "{err}");
+}
