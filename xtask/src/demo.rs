@@ -53,9 +53,7 @@ pub fn run(root: &Path) -> Result<()> {
         ),
     ] {
         println!("\n==> memdedup similarity \"{first}\" \"{second}\" --judge learned");
-        process::run(
-            Command::new(&bin).args(["similarity", first, second, "--judge", "learned"]).current_dir(root),
-        )?;
+        process::run(Command::new(&bin).args(["similarity", first, second, "--judge", "learned"]).current_dir(root))?;
     }
 
     // The check-before-store path, on a fresh SQLite memory store.

@@ -9,7 +9,10 @@ use crate::cli::{GlobalArgs, JudgingArgs, LinkageArg, PairJudgeArg};
 
 /// The learned pair judge when `--judge learned` asks for it, with the linkage (default
 /// complete); `None` for any other judge.
-pub(crate) fn learned_from_args(global: &GlobalArgs, args: &JudgingArgs) -> Result<Option<(Arc<dyn PairScorer>, Linkage)>> {
+pub(crate) fn learned_from_args(
+    global: &GlobalArgs,
+    args: &JudgingArgs,
+) -> Result<Option<(Arc<dyn PairScorer>, Linkage)>> {
     if !args.pair.judge.as_deref().is_some_and(|j| j.eq_ignore_ascii_case("learned")) {
         return Ok(None);
     }

@@ -28,7 +28,7 @@ pub struct CollectionItem {
 }
 
 /// How to scan.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct ScanOptions {
     /// Items link when their cosine is >= this (with a judge: pairs from the lower of this
     /// and the judge's duplicate floor are judged).
@@ -43,6 +43,22 @@ pub struct ScanOptions {
     pub learned: Option<Arc<dyn PairScorer>>,
     /// How groups may be joined (default [`Linkage::Single`]: chains of links).
     pub linkage: Linkage,
+}
+
+impl PartialEq for ScanOptions {
+    /// Equal settings; learned judges are equal when they are the same one.
+    fn eq(&self, other: &ScanOptions) -> bool {
+        let same_learned = match (&self.learned, &other.learned) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        };
+        self.threshold == other.threshold
+            && self.cross_namespace == other.cross_namespace
+            && self.judge == other.judge
+            && same_learned
+            && self.linkage == other.linkage
+    }
 }
 
 impl ScanOptions {
@@ -131,7 +147,9 @@ pub async fn scan_collection(
         }
         let texts: Vec<String> = indices.iter().map(|&i| items[i].text.clone()).collect();
         let (grouping, part_rejected) = match &options.learned {
-            Some(scorer) => learned_off_executor(texts, part, scorer.clone(), options.linkage, options.threshold).await?,
+            Some(scorer) => {
+                learned_off_executor(texts, part, scorer.clone(), options.linkage, options.threshold).await?
+            }
             None => judged_off_executor(texts, part, options.judge.clone(), options.linkage, options.threshold).await?,
         };
         for g in grouping.groups {
@@ -176,8 +194,7 @@ async fn learned_off_executor(
     let work = move || -> Result<_> {
         let settings = scorer.settings();
         let candidates = similar_pairs(&embeddings, settings.candidate_floor)?;
-        let pairs: Vec<(&str, &str)> =
-            candidates.iter().map(|e| (texts[e.a].as_str(), texts[e.b].as_str())).collect();
+        let pairs: Vec<(&str, &str)> = candidates.iter().map(|e| (texts[e.a].as_str(), texts[e.b].as_str())).collect();
         let logits = scorer.logits(&pairs)?;
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
         let judged = group_learned(&refs, &candidates, &logits, settings, threshold.as_f32(), linkage)?;

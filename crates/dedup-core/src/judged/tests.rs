@@ -170,14 +170,10 @@ fn learned_settings() -> crate::LearnedJudgeSettings {
 #[test]
 fn learned_grouping_links_only_confirmed_pairs_and_reports_the_uncertain_ones() {
     let texts = ["run migrations first", "apply migrations before boot", "never run migrations first", "unrelated"];
-    let candidates = [
-        Edge { a: 0, b: 1, score: 0.7 },
-        Edge { a: 1, b: 2, score: 0.6 },
-        Edge { a: 0, b: 2, score: 0.9 },
-    ];
+    let candidates =
+        [Edge { a: 0, b: 1, score: 0.7 }, Edge { a: 1, b: 2, score: 0.6 }, Edge { a: 0, b: 2, score: 0.9 }];
     let logits = [[-5.0, -5.0, -5.0, 5.0], [0.0, 0.0, 0.0, 2.0], [-3.0, 0.0, 4.0, -3.0]];
-    let judged =
-        group_learned(&texts, &candidates, &logits, &learned_settings(), 0.85, Linkage::Complete).unwrap();
+    let judged = group_learned(&texts, &candidates, &logits, &learned_settings(), 0.85, Linkage::Complete).unwrap();
     let groups: Vec<Vec<usize>> = judged.grouping.groups.iter().map(|g| g.members.clone()).collect();
     assert_eq!(groups, vec![vec![0, 1]]);
     let rejected: Vec<(usize, usize, PairVerdict)> =

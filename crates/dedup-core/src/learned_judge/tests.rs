@@ -1,3 +1,5 @@
+//! The learned judge's decision: probabilities, bands, same texts, contrasts as explanation, bad settings.
+
 use super::*;
 
 fn settings_json(duplicate: f32, uncertain: f32) -> String {

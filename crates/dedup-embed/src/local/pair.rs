@@ -102,7 +102,7 @@ impl PairJudgeModel {
     /// One inference over a batch of (already ordered) pairs.
     fn run(&self, batch: &[(&str, &str)]) -> Result<Vec<[f32; 4]>> {
         let inference = |e: &dyn std::fmt::Display| Error::Inference(format!("pair judge: {e}"));
-        let inputs: Vec<EncodeInput> = batch.iter().map(|&(a, b)| EncodeInput::Dual(a.into(), b.into())).collect();
+        let inputs: Vec<EncodeInput<'_>> = batch.iter().map(|&(a, b)| EncodeInput::Dual(a.into(), b.into())).collect();
         let encodings = self.tokenizer.encode_batch(inputs, true).map_err(|e| inference(&e))?;
         let rows = encodings.len();
         let len = encodings.first().map_or(0, |e| e.get_ids().len());
