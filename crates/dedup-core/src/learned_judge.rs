@@ -215,6 +215,19 @@ impl LearnedJudgeSettings {
     }
 }
 
+/// What runs the learned judge's model: its settings and the relation logits of pairs of
+/// texts. dedup-embed's `PairJudgeModel` is the implementation; the checker chain and the
+/// scans take any (a test double, another runtime).
+///
+/// `logits` is CPU-heavy: async callers run it on a blocking thread.
+pub trait PairScorer: Send + Sync + std::fmt::Debug {
+    /// The judge's calibrated settings.
+    fn settings(&self) -> &LearnedJudgeSettings;
+    /// The relation logits of each pair, in input order; the error says why the model
+    /// could not run.
+    fn logits(&self, pairs: &[(&str, &str)]) -> std::result::Result<Vec<[f32; 4]>, String>;
+}
+
 /// log P(duplicate) - log P(not duplicate) from the four relation logits.
 fn duplicate_log_odds(logits: &[f32; 4]) -> f64 {
     let others = [logits[0], logits[1], logits[2]].map(f64::from);

@@ -76,7 +76,7 @@ pub use judge::{
     validate_response,
 };
 pub use judged::{JudgedGrouping, RejectedPair, group_by_cosine, group_judged, group_learned, similar_pairs};
-pub use learned_judge::{Decision, LearnedJudgeSettings, RELATIONS, Relation};
+pub use learned_judge::{Decision, LearnedJudgeSettings, PairScorer, RELATIONS, Relation};
 pub use local_judge::{LocalJudge, LocalJudgeParams, PairJudgement, PairVerdict};
 pub use merge::{Absorbed, MergePlan, MergedGroup, merge_counters};
 pub use playbook::{CANONICAL_SECTIONS, Entry, EntryRef, Playbook};

@@ -1,6 +1,7 @@
 //! [`PairJudgeChoice`]: what decides whether a semantic neighbour is a duplicate — the
-//! cosine threshold alone, or the local judge with the threshold as its veto line — and
-//! [`PairJudgeChoice::decide`], the pure choice among judged candidates.
+//! learned judge's calibrated probability, the cosine threshold alone, or the local judge
+//! with the threshold as its veto line — and [`PairJudgeChoice::decide`], the choice
+//! among judged candidates.
 
 use std::fmt;
 use std::path::Path;
@@ -8,10 +9,11 @@ use std::sync::Arc;
 
 use dedup_core::{LocalJudge, LocalJudgeParams, PairJudgement, PairVerdict};
 
+use crate::learned::{LEARNED_CANDIDATES, LearnedPairJudge};
 use crate::{Error, Result};
 
 /// The names [`PairJudgeChoice::from_name`] accepts.
-pub const PAIR_JUDGE_NAMES: [&str; 2] = ["cosine", "local"];
+pub const PAIR_JUDGE_NAMES: [&str; 3] = ["cosine", "local", "learned"];
 
 /// Most semantic neighbours the local judge looks at per check.
 pub const JUDGE_CANDIDATES: usize = 16;
@@ -20,6 +22,12 @@ pub const JUDGE_CANDIDATES: usize = 16;
 ///
 /// - [`PairJudgeChoice::Cosine`] (the default): a neighbour is a duplicate when its cosine
 ///   reaches the threshold.
+/// - [`PairJudgeChoice::Learned`]: neighbours whose cosine reaches the model's candidate
+///   floor are read with the new content by the model; a duplicate when the calibrated
+///   P(duplicate) reaches the model's duplicate threshold (the namespace's cosine
+///   threshold plays no part), **uncertain** in the band below it (never a duplicate,
+///   reported), else related or unique. Without a usable model it decides like `Cosine`
+///   and says so ([`PairDecision::fallback`]).
 /// - [`PairJudgeChoice::Local`]: neighbours whose cosine reaches the lower of the judge's
 ///   `duplicate_floor` and the threshold are judged. At or above the threshold a pair is
 ///   a duplicate unless one of the judge's vetoing contrasts separates the texts (then it
@@ -32,6 +40,8 @@ pub enum PairJudgeChoice {
     Cosine,
     /// The local judge, with its parameters.
     Local(Arc<LocalJudge>),
+    /// The learned judge, with its model.
+    Learned(LearnedPairJudge),
 }
 
 impl fmt::Debug for PairJudgeChoice {
@@ -39,6 +49,7 @@ impl fmt::Debug for PairJudgeChoice {
         match self {
             PairJudgeChoice::Cosine => f.write_str("Cosine"),
             PairJudgeChoice::Local(judge) => f.debug_tuple("Local").field(judge.params()).finish(),
+            PairJudgeChoice::Learned(judge) => judge.fmt(f),
         }
     }
 }
@@ -60,8 +71,11 @@ pub struct PairDecision<Id> {
     /// The duplicate: the candidate of highest cosine that the judge confirms.
     pub duplicate: Option<(Id, PairJudgement)>,
     /// Otherwise the verdict on the candidate of highest cosine (related or unique), when
-    /// there was a candidate.
+    /// there was a candidate; with the learned judge, the uncertain candidate of highest
+    /// probability comes first.
     pub nearest: Option<(Id, PairJudgement)>,
+    /// Why the learned judge could not decide, when cosine decided in its place.
+    pub fallback: Option<String>,
 }
 
 impl<Id: Copy> PairDecision<Id> {
@@ -96,47 +110,68 @@ impl PairJudgeChoice {
         match name.trim().to_ascii_lowercase().as_str() {
             "cosine" => Ok(PairJudgeChoice::Cosine),
             "local" => PairJudgeChoice::local(params, params_origin),
-            "learned" => Err(Error::config(
-                origin,
-                "the learned pair judge decides `scan`, `eval` and `similarity` so far; the checker chain \
-                 (check, add, capture, the hook, MCP, HTTP) takes \"cosine\" or \"local\""
-                    .to_owned(),
-            )),
-            _ => Err(Error::config(origin, format!("expected \"cosine\" or \"local\", got {name:?}"))),
+            // The model is attached by whoever opens the service (it knows the model
+            // directory); until then the judge decides by cosine and says so.
+            "learned" => Ok(PairJudgeChoice::Learned(LearnedPairJudge::default())),
+            _ => Err(Error::config(origin, format!("expected \"learned\", \"cosine\" or \"local\", got {name:?}"))),
         }
     }
 
-    /// `cosine` or `local`, as outputs name the judge.
+    /// `cosine`, `local` or `learned`, as outputs name the judge.
     pub fn name(&self) -> &'static str {
         match self {
             PairJudgeChoice::Cosine => PAIR_JUDGE_NAMES[0],
             PairJudgeChoice::Local(_) => PAIR_JUDGE_NAMES[1],
+            PairJudgeChoice::Learned(_) => PAIR_JUDGE_NAMES[2],
+        }
+    }
+
+    /// The learned judge, when it is the choice.
+    pub fn learned(&self) -> Option<&LearnedPairJudge> {
+        match self {
+            PairJudgeChoice::Learned(judge) => Some(judge),
+            _ => None,
+        }
+    }
+
+    /// Whether the judge reads the neighbours' texts (the local judge, and the learned
+    /// one when it has a model).
+    pub fn reads_texts(&self) -> bool {
+        match self {
+            PairJudgeChoice::Cosine => false,
+            PairJudgeChoice::Local(_) => true,
+            PairJudgeChoice::Learned(judge) => judge.floor().is_some(),
         }
     }
 
     /// The local judge, when it is the choice.
     pub fn local_judge(&self) -> Option<&LocalJudge> {
         match self {
-            PairJudgeChoice::Cosine => None,
             PairJudgeChoice::Local(judge) => Some(judge),
+            _ => None,
         }
     }
 
     /// The lowest cosine at which a neighbour is judged against `threshold`: the threshold
     /// itself for the cosine judge, the lower of it and the judge's `duplicate_floor` for
-    /// the local one.
+    /// the local one, the model's candidate floor for the learned one (the threshold when
+    /// it has no model).
     pub fn floor(&self, threshold: f32) -> f32 {
         match self {
             PairJudgeChoice::Cosine => threshold,
             PairJudgeChoice::Local(judge) => judge.params().duplicate_floor.min(threshold),
+            PairJudgeChoice::Learned(judge) => judge.floor().unwrap_or(threshold),
         }
     }
 
-    /// How many neighbours a check looks at: the nearest only for the cosine judge.
+    /// How many neighbours a check looks at: the nearest only for the cosine judge (and
+    /// the learned one without a model).
     pub fn candidates(&self) -> usize {
         match self {
             PairJudgeChoice::Cosine => 1,
             PairJudgeChoice::Local(_) => JUDGE_CANDIDATES,
+            PairJudgeChoice::Learned(judge) if judge.floor().is_some() => LEARNED_CANDIDATES,
+            PairJudgeChoice::Learned(_) => 1,
         }
     }
 
@@ -146,21 +181,24 @@ impl PairJudgeChoice {
     /// The cosine judge: a duplicate at or above the threshold, else unique. The local
     /// judge: at or above the threshold, a duplicate unless a vetoing contrast makes the
     /// pair related; below it, the judge's own verdict.
+    ///
+    /// The learned judge runs its model on the one pair (CPU work: async callers with
+    /// many pairs use [`PairJudgeChoice::decide`] on a blocking thread); without a model,
+    /// or when it fails, the cosine verdict with the reason in front.
     pub fn judge_pair(&self, new: &str, existing: &str, cosine: f32, threshold: f32) -> PairJudgement {
-        let Some(judge) = self.local_judge() else {
-            let (verdict, reason) = if cosine >= threshold {
-                (PairVerdict::Duplicate, format!("cosine {cosine:.3} reaches the threshold {threshold:.2}"))
-            } else {
-                (PairVerdict::Unique, format!("cosine {cosine:.3} is below the threshold {threshold:.2}"))
-            };
-            return PairJudgement {
-                verdict,
-                cosine,
-                reasons: vec![reason],
-                contrasts: Vec::new(),
-                probability: None,
-                relation: None,
-            };
+        let judge = match self {
+            PairJudgeChoice::Cosine => return cosine_judgement(cosine, threshold),
+            PairJudgeChoice::Learned(learned) => {
+                return match learned_judgements(learned, new, &[(existing, cosine)]) {
+                    Ok(mut judged) => judged.pop().unwrap_or_else(|| cosine_judgement(cosine, threshold)),
+                    Err(fallback) => {
+                        let mut judgement = cosine_judgement(cosine, threshold);
+                        judgement.reasons.insert(0, fallback);
+                        judgement
+                    }
+                };
+            }
+            PairJudgeChoice::Local(judge) => judge,
         };
         let floor = judge.params().duplicate_floor;
         if cosine >= threshold && cosine < floor {
@@ -191,8 +229,11 @@ impl PairJudgeChoice {
         candidates: &[JudgeCandidate<'_, Id>],
         threshold: f32,
     ) -> PairDecision<Id> {
+        if let PairJudgeChoice::Learned(learned) = self {
+            return decide_learned(learned, new, candidates, threshold);
+        }
         let floor = self.floor(threshold);
-        let mut decision = PairDecision { duplicate: None, nearest: None };
+        let mut decision = PairDecision { duplicate: None, nearest: None, fallback: None };
         for candidate in candidates.iter().filter(|c| c.cosine >= floor) {
             let judgement = self.judge_pair(new, candidate.text, candidate.cosine, threshold);
             let slot = if judgement.is_duplicate() { &mut decision.duplicate } else { &mut decision.nearest };
@@ -205,6 +246,93 @@ impl PairJudgeChoice {
         }
         decision
     }
+}
+
+/// The cosine judge's verdict at `threshold`.
+fn cosine_judgement(cosine: f32, threshold: f32) -> PairJudgement {
+    let (verdict, reason) = if cosine >= threshold {
+        (PairVerdict::Duplicate, format!("cosine {cosine:.3} reaches the threshold {threshold:.2}"))
+    } else {
+        (PairVerdict::Unique, format!("cosine {cosine:.3} is below the threshold {threshold:.2}"))
+    };
+    PairJudgement { verdict, cosine, reasons: vec![reason], contrasts: Vec::new(), probability: None, relation: None }
+}
+
+/// The learned judge's verdicts on `new` against each (text, cosine); the error is the
+/// sentence a result gives when cosine decides instead.
+fn learned_judgements(
+    learned: &LearnedPairJudge,
+    new: &str,
+    existing: &[(&str, f32)],
+) -> std::result::Result<Vec<PairJudgement>, String> {
+    let unusable = |why: &str| format!("the learned judge is unavailable ({why}); cosine decided");
+    let scorer = learned.scorer().map_err(unusable)?;
+    let settings = scorer.settings();
+    let (judged, below): (Vec<usize>, Vec<usize>) =
+        (0..existing.len()).partition(|&i| existing[i].1 >= settings.candidate_floor);
+    let pairs: Vec<(&str, &str)> = judged.iter().map(|&i| (new, existing[i].0)).collect();
+    let logits = if pairs.is_empty() { Vec::new() } else { scorer.logits(&pairs).map_err(|e| unusable(&e))? };
+    if logits.len() != pairs.len() {
+        return Err(unusable(&format!("the model gave {} results for {} pairs", logits.len(), pairs.len())));
+    }
+    let mut out: Vec<Option<PairJudgement>> = vec![None; existing.len()];
+    for (&i, logits) in judged.iter().zip(&logits) {
+        out[i] = Some(settings.judge(new, existing[i].0, logits, existing[i].1));
+    }
+    for i in below {
+        out[i] = Some(settings.below_floor(new, existing[i].0, existing[i].1));
+    }
+    Ok(out.into_iter().flatten().collect())
+}
+
+/// [`PairJudgeChoice::decide`] for the learned judge: the duplicate of highest probability
+/// (then cosine); else the uncertain candidate of highest probability, else the judged
+/// candidate of highest cosine. Cosine decides (at `threshold`) when the model cannot.
+fn decide_learned<Id: Copy>(
+    learned: &LearnedPairJudge,
+    new: &str,
+    candidates: &[JudgeCandidate<'_, Id>],
+    threshold: f32,
+) -> PairDecision<Id> {
+    let floor = learned.floor().unwrap_or(threshold);
+    let close: Vec<&JudgeCandidate<'_, Id>> = candidates.iter().filter(|c| c.cosine >= floor).collect();
+    let texts: Vec<(&str, f32)> = close.iter().map(|c| (c.text, c.cosine)).collect();
+    let judged = match learned_judgements(learned, new, &texts) {
+        Ok(judged) => judged,
+        Err(fallback) => {
+            let mut decision = PairJudgeChoice::Cosine.decide(new, candidates, threshold);
+            decision.fallback = Some(fallback);
+            return decision;
+        }
+    };
+    let key = |j: &PairJudgement| (j.probability.unwrap_or(0.0), j.cosine);
+    let mut decision = PairDecision { duplicate: None, nearest: None, fallback: None };
+    for (candidate, judgement) in close.iter().zip(judged) {
+        if judgement.is_duplicate() {
+            if decision.duplicate.as_ref().is_none_or(|(_, best)| key(&judgement) > key(best)) {
+                decision.duplicate = Some((candidate.id, judgement));
+            }
+            continue;
+        }
+        let better = match &decision.nearest {
+            None => true,
+            Some((_, best)) => {
+                match (judgement.verdict == PairVerdict::Uncertain, best.verdict == PairVerdict::Uncertain) {
+                    (true, false) => true,
+                    (false, true) => false,
+                    (true, true) => key(&judgement) > key(best),
+                    (false, false) => judgement.cosine > best.cosine,
+                }
+            }
+        };
+        if better {
+            decision.nearest = Some((candidate.id, judgement));
+        }
+    }
+    if decision.duplicate.is_some() {
+        decision.nearest = None;
+    }
+    decision
 }
 
 #[cfg(test)]

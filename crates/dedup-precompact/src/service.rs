@@ -10,7 +10,9 @@ use dedup_store::{InsertOutcome, MAX_CONTENT_BYTES, MemoryId, Neighbour, NewMemo
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::metrics;
-use crate::{DeduplicationConfig, JudgeCandidate, PAIR_JUDGE_NAMES, PairDecision, RecentCaptures, Result};
+use crate::{
+    DeduplicationConfig, JudgeCandidate, PAIR_JUDGE_NAMES, PairDecision, PairJudgeChoice, RecentCaptures, Result,
+};
 
 /// Why content was judged a duplicate: which checker decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -123,6 +125,18 @@ pub struct DuplicateCheckResult {
     /// memory (or, when not a duplicate, about the nearest one it judged); empty when no
     /// memory was close enough to judge.
     pub reasons: Vec<String>,
+    /// The learned judge's calibrated P(duplicate) for the memory its verdict is about
+    /// (the matched one, the likely duplicate, or the nearest it judged).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probability: Option<f32>,
+    /// With an `uncertain` verdict: the URN of the memory this content may duplicate. The
+    /// content is not a duplicate (an `add` stores it); the pair is one to review.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub likely_duplicate: Option<String>,
+    /// What the caller should know about how the verdict was reached, e.g. that the
+    /// learned judge had no model and cosine decided.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// A judge's name; an alias so that reading it back does not borrow from the input.
@@ -145,6 +159,12 @@ impl DuplicateCheckResult {
         let urn = self.matched_urn.as_deref().unwrap_or("?");
         match self.reason {
             Some(DuplicateReason::ExactMatch) => format!("duplicate of {urn}: exact match (same normalised text)"),
+            Some(DuplicateReason::SemanticSimilar) if self.probability.is_some() => format!(
+                "duplicate of {urn}: the learned judge gives P(duplicate) {:.3} at cosine {:.4}: {}",
+                self.probability.unwrap_or(0.0),
+                score(self.similarity_score.unwrap_or(0.0)),
+                self.reasons.join("; ")
+            ),
             Some(DuplicateReason::SemanticSimilar) if self.judge != "cosine" => format!(
                 "duplicate of {urn}: the {} judge confirms it at cosine {:.4} (threshold {:.2}): {}",
                 self.judge,
@@ -161,6 +181,19 @@ impl DuplicateCheckResult {
                 format!("duplicate of {urn}: captured {} s ago", self.captured_secs_ago.unwrap_or(0))
             }
             None => match self.nearest {
+                _ if self.verdict == PairVerdict::Uncertain => format!(
+                    "uncertain: may duplicate {} (P(duplicate) {:.3}), not merged, to review: {}",
+                    self.likely_duplicate.as_deref().unwrap_or("?"),
+                    self.probability.unwrap_or(0.0),
+                    self.reasons.join("; ")
+                ),
+                Some(n) if self.probability.is_some() => format!(
+                    "{} in {scope}: nearest {} at cosine {:.4}: {}",
+                    if self.verdict == PairVerdict::Related { "related, not a duplicate," } else { "unique" },
+                    scope.urn(n.id),
+                    score(n.score),
+                    self.reasons.join("; ")
+                ),
                 Some(n) if self.verdict == PairVerdict::Related => format!(
                     "related to {}, not a duplicate: cosine {:.4} (threshold {:.2}): {}",
                     scope.urn(n.id),
@@ -406,7 +439,7 @@ impl DeduplicationService {
         let outcome = loop {
             let outcome = self.store.insert_checked(memory.clone(), vector.clone(), lock_threshold).await?;
             let InsertOutcome::SemanticDuplicate { id, score } = outcome else { break outcome };
-            if self.config.pair_judge.local_judge().is_none() {
+            if !self.config.pair_judge.reads_texts() {
                 break outcome;
             }
             // A memory the judge has not seen raced in: judge it like the chain would.
@@ -496,6 +529,9 @@ impl DeduplicationService {
             judge: self.config.pair_judge.name(),
             verdict: PairVerdict::Unique,
             reasons: Vec::new(),
+            probability: None,
+            likely_duplicate: None,
+            notes: Vec::new(),
         };
         let mut lock_threshold = self.config.pair_judge.floor(result.threshold);
         let mut vector = ChainVector::default();
@@ -531,9 +567,14 @@ impl DeduplicationService {
                         result.nearest = neighbours.first().copied();
                         match self.judge_neighbours(content, &neighbours, result.threshold).await {
                             Ok(decision) => {
+                                if let Some(fallback) = decision.fallback {
+                                    result.judge = PairJudgeChoice::Cosine.name();
+                                    result.notes.push(fallback);
+                                }
                                 if let Some((id, judgement)) = decision.duplicate {
                                     let score = judgement.cosine;
                                     mark_duplicate(&mut result, scope, DuplicateReason::SemanticSimilar, id, score);
+                                    result.probability = judgement.probability;
                                     result.reasons = judgement.reasons;
                                     metrics::similarity(namespace, score);
                                     return Ok(ChainOutcome {
@@ -543,9 +584,22 @@ impl DeduplicationService {
                                         lock_threshold,
                                     });
                                 }
-                                if let Some((_, judgement)) = decision.nearest {
-                                    lock_threshold = lock_threshold.max(judgement.cosine.next_up());
+                                // A memory closer than every one judged that races in is
+                                // judged again under the write lock.
+                                let judged_max = neighbours
+                                    .iter()
+                                    .map(|n| n.score)
+                                    .filter(|&score| score >= self.config.pair_judge.floor(result.threshold))
+                                    .fold(f32::NEG_INFINITY, f32::max);
+                                if judged_max.is_finite() {
+                                    lock_threshold = lock_threshold.max(judged_max.next_up());
+                                }
+                                if let Some((id, judgement)) = decision.nearest {
                                     result.verdict = judgement.verdict;
+                                    result.probability = judgement.probability;
+                                    if judgement.verdict == PairVerdict::Uncertain {
+                                        result.likely_duplicate = Some(scope.urn(id));
+                                    }
                                     result.reasons = judgement.reasons;
                                 }
                             }
@@ -628,7 +682,7 @@ impl DeduplicationService {
         let floor = judge.floor(threshold);
         let close: Vec<Neighbour> = neighbours.iter().copied().filter(|n| n.score >= floor).collect();
         let mut texts = Vec::with_capacity(close.len());
-        if judge.local_judge().is_some() {
+        if judge.reads_texts() {
             for neighbour in &close {
                 match self.store.get(neighbour.id).await {
                     Ok(Some(memory)) => texts.push(memory.content),
@@ -640,13 +694,25 @@ impl DeduplicationService {
         } else {
             texts.resize(close.len(), String::new());
         }
-        let candidates: Vec<JudgeCandidate<'_, MemoryId>> = close
+        let kept: Vec<(MemoryId, f32, String)> = close
             .iter()
-            .zip(&texts)
-            .filter(|(_, text)| judge.local_judge().is_none() || !text.is_empty())
-            .map(|(n, text)| JudgeCandidate { id: n.id, cosine: n.score, text })
+            .zip(texts)
+            .filter(|(_, text)| !judge.reads_texts() || !text.is_empty())
+            .map(|(n, text)| (n.id, n.score, text))
             .collect();
-        Ok(judge.decide(content, &candidates, threshold))
+        let decide = {
+            let (judge, content) = (judge.clone(), content.to_owned());
+            move || {
+                let candidates: Vec<JudgeCandidate<'_, MemoryId>> =
+                    kept.iter().map(|(id, cosine, text)| JudgeCandidate { id: *id, cosine: *cosine, text }).collect();
+                judge.decide(&content, &candidates, threshold)
+            }
+        };
+        if judge.learned().is_none() || close.is_empty() {
+            return Ok(decide());
+        }
+        // The learned judge runs a model: off the async executor.
+        tokio::task::spawn_blocking(decide).await.map_err(|e| format!("the pair judge stopped: {e}"))
     }
 
     /// Embeds memories of `scope` (or of every scope) stored without the vector their

@@ -7,20 +7,35 @@ use memdedup::{Linkage, LocalJudge, LocalJudgeParams, PairScorer};
 
 use crate::cli::{GlobalArgs, JudgingArgs, LinkageArg, PairJudgeArg};
 
-/// The learned pair judge when `--judge learned` asks for it, with the linkage (default
-/// complete); `None` for any other judge.
+/// The learned pair judge when the flags, else `[dedup] judge` or $MEMDEDUP_DEDUP_JUDGE,
+/// choose it, with the linkage (default complete); `None` for any other judge. A model
+/// that cannot be loaded is an error when `--judge learned` asked for it; when only the
+/// configuration did, cosine decides and a warning says why.
 pub(crate) fn learned_from_args(
     global: &GlobalArgs,
     args: &JudgingArgs,
 ) -> Result<Option<(Arc<dyn PairScorer>, Linkage)>> {
-    if !args.pair.judge.as_deref().is_some_and(|j| j.eq_ignore_ascii_case("learned")) {
-        return Ok(None);
-    }
-    if args.pair.judge_params.is_some() {
+    let flagged = args.pair.judge.as_deref().is_some_and(|j| j.trim().eq_ignore_ascii_case("learned"));
+    if flagged && args.pair.judge_params.is_some() {
         bail!("--judge-params needs --judge local");
     }
-    let scorer: Arc<dyn PairScorer> = crate::open::pair_judge(global)?;
-    Ok(Some((scorer, linkage(args.linkage.unwrap_or(LinkageArg::Complete)))))
+    let mut dedup = crate::open::config_file(global)?.dedup_config()?;
+    dedup.apply_judge(args.pair.judge.as_deref(), "--judge", args.pair.judge_params.as_deref(), "--judge-params")?;
+    if dedup.pair_judge.learned().is_none() {
+        return Ok(None);
+    }
+    let linkage = linkage(args.linkage.unwrap_or(LinkageArg::Complete));
+    match crate::open::pair_judge(global) {
+        Ok(scorer) => Ok(Some((scorer as Arc<dyn PairScorer>, linkage))),
+        Err(error) if flagged => Err(error),
+        Err(error) => {
+            tracing::warn!("the learned judge is unavailable ({error:#}); cosine decides");
+            if !global.quiet {
+                eprintln!("warning: the learned judge is unavailable ({error:#}); cosine decides");
+            }
+            Ok(None)
+        }
+    }
 }
 
 /// The local judge that the flags, else `[dedup] judge` (and `judge_params`) or

@@ -50,6 +50,7 @@ pub(crate) async fn open_service_with(
     dedup.apply_judge(judge.judge.as_deref(), "--judge", judge.judge_params.as_deref(), "--judge-params")?;
     let store = open_store(global, config).await?;
     let model_dir = model_dir(global, config)?;
+    memdedup::attach_learned_judge(&mut dedup, model_dir.as_deref());
     let embedder = if short_lived {
         memdedup::short_lived_embedder(model_dir.as_deref())
     } else {

@@ -34,7 +34,10 @@ pub(crate) async fn run(global: &GlobalArgs, args: &ServeArgs) -> Result<()> {
     server.validate().map_err(|e| UsageError(e.to_string()))?;
     let settings = config.embedder().map_err(|e| UsageError(e.to_string()))?;
     // `[dedup] judge` (and MEMDEDUP_DEDUP_JUDGE) decide which similar nodes are duplicates.
-    let pair_judge = config.dedup_config().map_err(|e| UsageError(e.to_string()))?.pair_judge;
+    let model_dir = crate::open::model_dir(global, &config)?;
+    let mut dedup = config.dedup_config().map_err(|e| UsageError(e.to_string()))?;
+    memdedup::attach_learned_judge(&mut dedup, model_dir.as_deref());
+    let pair_judge = dedup.pair_judge.clone();
 
     // Concurrent requests are embedded together: one call per batch, not per request.
     let embedder = embedder(global, &config, settings)?
@@ -45,7 +48,6 @@ pub(crate) async fn run(global: &GlobalArgs, args: &ServeArgs) -> Result<()> {
     let any_host = !server.tokens.is_empty();
     // The MCP tools and the memory routes share the store and the (batching) embedder with
     // the node routes.
-    let dedup = config.dedup_config().map_err(|e| UsageError(e.to_string()))?;
     let service = match &embedder {
         Some(embedder) => DeduplicationService::new(store.clone(), embedder.clone(), dedup),
         None => DeduplicationService::without_embeddings(store.clone(), dedup),

@@ -4,7 +4,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use dedup_core::{
-    Linkage, LocalJudge, RefusedLink, RejectedPair, group_by_cosine, group_judged, group_learned, similar_pairs,
+    Linkage, LocalJudge, PairScorer, RefusedLink, RejectedPair, group_by_cosine, group_judged, group_learned,
+    similar_pairs,
 };
 
 use crate::playbook::group_off_executor;
@@ -65,26 +66,6 @@ impl ScanOptions {
     /// Cosine alone at `threshold`, within namespaces, single linkage.
     pub fn new(threshold: Threshold) -> ScanOptions {
         ScanOptions { threshold, cross_namespace: false, judge: None, learned: None, linkage: Linkage::Single }
-    }
-}
-
-/// The learned pair judge as a scan needs it: its settings and the relation logits of
-/// pairs of texts (CPU-heavy; called on the blocking pool).
-pub trait PairScorer: Send + Sync + std::fmt::Debug {
-    /// The judge's calibrated settings.
-    fn settings(&self) -> &dedup_core::LearnedJudgeSettings;
-    /// The relation logits of each pair, in input order.
-    fn logits(&self, pairs: &[(&str, &str)]) -> Result<Vec<[f32; 4]>>;
-}
-
-#[cfg(feature = "local")]
-impl PairScorer for dedup_embed::PairJudgeModel {
-    fn settings(&self) -> &dedup_core::LearnedJudgeSettings {
-        dedup_embed::PairJudgeModel::settings(self)
-    }
-
-    fn logits(&self, pairs: &[(&str, &str)]) -> Result<Vec<[f32; 4]>> {
-        Ok(dedup_embed::PairJudgeModel::logits(self, pairs)?)
     }
 }
 
@@ -195,7 +176,7 @@ async fn learned_off_executor(
         let settings = scorer.settings();
         let candidates = similar_pairs(&embeddings, settings.candidate_floor)?;
         let pairs: Vec<(&str, &str)> = candidates.iter().map(|e| (texts[e.a].as_str(), texts[e.b].as_str())).collect();
-        let logits = scorer.logits(&pairs)?;
+        let logits = scorer.logits(&pairs).map_err(|e| crate::Error::Embedder(dedup_embed::Error::Inference(e)))?;
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
         let judged = group_learned(&refs, &candidates, &logits, settings, threshold.as_f32(), linkage)?;
         Ok((judged.grouping, judged.rejected))

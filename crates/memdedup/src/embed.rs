@@ -51,6 +51,42 @@ pub fn pair_judge(model_dir: Option<&std::path::Path>) -> Result<Arc<crate::Pair
     Ok(Arc::new(crate::PairJudgeModel::load(&dir, threads)?))
 }
 
+/// The learned pair judge of the located model directory, for the checker chain: its
+/// settings are read now (a small file), the model is checked and loaded on the first pair
+/// it judges. When the judge is not installed the result says why, and checks decide by
+/// cosine and say so.
+#[cfg(feature = "local")]
+pub fn learned_pair_judge(model_dir: Option<&std::path::Path>) -> dedup_precompact::LearnedPairJudge {
+    use dedup_precompact::LearnedPairJudge;
+    let dir = match ModelDir::locate(model_dir) {
+        Ok(dir) => dir,
+        Err(error) => return LearnedPairJudge::unavailable(error.to_string()),
+    };
+    let settings = match crate::PairJudgeModel::read_settings(&dir) {
+        Ok(settings) => settings,
+        Err(error) => return LearnedPairJudge::unavailable(error.to_string()),
+    };
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
+    LearnedPairJudge::with_loader(
+        settings.candidate_floor,
+        Box::new(move || {
+            crate::PairJudgeModel::load(&dir, threads)
+                .map(|model| Arc::new(model) as Arc<dyn dedup_core::PairScorer>)
+                .map_err(|e| e.to_string())
+        }),
+    )
+}
+
+/// Attaches the learned judge of the located model directory (see
+/// [`learned_pair_judge`]) to `config` when it is the configured judge; other judges are
+/// left as they are.
+#[cfg(feature = "local")]
+pub fn attach_learned_judge(config: &mut crate::DeduplicationConfig, model_dir: Option<&std::path::Path>) {
+    if config.pair_judge.learned().is_some() {
+        config.pair_judge = crate::PairJudgeChoice::Learned(learned_pair_judge(model_dir));
+    }
+}
+
 /// Embeds `texts`, returning one embedding per text in input order.
 ///
 /// Identical texts are embedded once. Texts are sent shortest first in chunks of

@@ -37,7 +37,8 @@ pub use dedup_core::{
 };
 #[doc(inline)]
 pub use dedup_core::{
-    Contrast, Linkage, LocalJudge, LocalJudgeParams, PairJudgement, PairVerdict, RefusedLink, RejectedPair,
+    Contrast, LearnedJudgeSettings, Linkage, LocalJudge, LocalJudgeParams, PairJudgement, PairScorer, PairVerdict,
+    RefusedLink, RejectedPair, Relation,
 };
 #[doc(inline)]
 pub use dedup_embed::{BatchingEmbedder, Embedder, MODEL_DIR_ENV_VAR, ModelDir};
@@ -59,8 +60,8 @@ pub use dedup_precompact::RedisRecentCaptures;
 #[doc(inline)]
 pub use dedup_precompact::{
     AddOutcome, CheckFailure, CheckType, DeduplicationConfig, DeduplicationService, DuplicateCheckResult,
-    DuplicateReason, JUDGE_CANDIDATES, JudgeCandidate, PAIR_JUDGE_ENV_VAR, PAIR_JUDGE_NAMES, PairDecision,
-    PairJudgeChoice, RecentCaptureCache, RecentCaptures,
+    DuplicateReason, JUDGE_CANDIDATES, JudgeCandidate, LEARNED_CANDIDATES, LearnedPairJudge, PAIR_JUDGE_ENV_VAR,
+    PAIR_JUDGE_NAMES, PairDecision, PairJudgeChoice, RecentCaptureCache, RecentCaptures, ScorerLoader,
 };
 
 #[doc(inline)]
@@ -81,15 +82,15 @@ pub use dedup_core::{JudgeBatch, JudgeMode, JudgeResponse, TextChoice};
 pub use dedup_store::{MergeFilter, MergeId, MergeRecord, TextSource, UndoReport};
 
 pub use cached::CachedEmbedder;
-pub use collection::{CollectionItem, DEFAULT_NAMESPACE, PairScorer, ScanOptions, ScanReport, scan_collection};
+pub use collection::{CollectionItem, DEFAULT_NAMESPACE, ScanOptions, ScanReport, scan_collection};
 pub use config::{
     CLIENT_TOKEN_ENV_VAR, CONFIG_ENV_VAR, CONFIG_FILE_NAME, ClientSettings, ConfigFile, DEFAULT_CLIENT_TIMEOUT_MS,
     EmbedderSettings, INDEX_MEMORY_ENV_VAR, MAX_INDEX_MEMORY_MB, SERVER_URL_ENV_VAR,
 };
+pub use embed::{EMBED_CHUNK, default_embedder, embed_texts, short_lived_embedder};
 #[cfg(feature = "local")]
 #[doc(inline)]
-pub use embed::pair_judge;
-pub use embed::{EMBED_CHUNK, default_embedder, embed_texts, short_lived_embedder};
+pub use embed::{attach_learned_judge, learned_pair_judge, pair_judge};
 pub use error::{Error, Result};
 pub use judge::{JUDGE_ENV_VAR, JUDGE_MODEL_ENV_VAR, JUDGE_URL_ENV_VAR, JudgeKind, JudgeOverrides, JudgeSettings};
 pub use playbook::{

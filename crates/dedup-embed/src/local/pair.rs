@@ -78,6 +78,18 @@ impl PairJudgeModel {
         Ok(PairJudgeModel { session: Mutex::new(session), tokenizer, settings })
     }
 
+    /// The settings of the pair judge installed in `dir`, read without loading (or
+    /// verifying) the model: what a caller needs to know before the first pair.
+    pub fn read_settings(dir: &ModelDir) -> Result<LearnedJudgeSettings> {
+        let path = dir.file(PAIR_JUDGE_SETTINGS_FILE);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(Error::PairJudgeMissing { path }),
+            Err(e) => return Err(Error::PairJudgeCorrupt { path, reason: e.to_string() }),
+        };
+        LearnedJudgeSettings::parse(&text).map_err(|e| Error::PairJudgeCorrupt { path, reason: e.to_string() })
+    }
+
     /// The settings the model was calibrated with.
     pub fn settings(&self) -> &LearnedJudgeSettings {
         &self.settings
@@ -129,6 +141,16 @@ impl PairJudgeModel {
             return Err(inference(&format!("the model returned shape {:?}, expected [{rows}, 4]", &out_shape[..])));
         }
         Ok(values.chunks_exact(4).map(|c| [c[0], c[1], c[2], c[3]]).collect())
+    }
+}
+
+impl dedup_core::PairScorer for PairJudgeModel {
+    fn settings(&self) -> &LearnedJudgeSettings {
+        PairJudgeModel::settings(self)
+    }
+
+    fn logits(&self, pairs: &[(&str, &str)]) -> std::result::Result<Vec<[f32; 4]>, String> {
+        PairJudgeModel::logits(self, pairs).map_err(|e| e.to_string())
     }
 }
 

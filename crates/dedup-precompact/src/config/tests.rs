@@ -453,7 +453,7 @@ fn judge_comes_from_the_file_the_environment_and_the_flags() {
     assert_eq!(flagged.pair_judge, PairJudgeChoice::Cosine, "unchanged on error");
 
     for (text, expected) in [
-        ("[dedup]\njudge = \"gpt\"\n", "dedup.judge: expected \"cosine\" or \"local\", got \"gpt\""),
+        ("[dedup]\njudge = \"gpt\"\n", "dedup.judge: expected \"learned\", \"cosine\" or \"local\", got \"gpt\""),
         ("[dedup]\njudge = 1\n", "dedup.judge: expected a string, found integer"),
         ("[dedup]\njudge_params = \"nope.json\"\n", "dedup.judge_params: cannot read "),
         ("[dedup]\njudge_params = \" \"\n", "dedup.judge_params: must not be empty"),

@@ -1,6 +1,7 @@
 //! Unit tests of the pair judge choice: which candidate wins, and the verdict.
 
 use super::*;
+use crate::LearnedPairJudge;
 
 const STANDING: &str = "The user has a standing 1:1 with their manager every Thursday at 14:00.";
 const MOVED: &str = "The user has a standing 1:1 with their manager every Thursday at 16:00.";
@@ -22,7 +23,11 @@ fn cosine_judge_takes_the_nearest_at_or_above_the_threshold() {
     assert_eq!(judgement.reasons, ["cosine 0.990 reaches the threshold 0.90"]);
 
     let below = judge.decide(MOVED, &[candidate(1, 0.85, STANDING)], 0.9);
-    assert_eq!(below, PairDecision { duplicate: None, nearest: None }, "below the floor nothing is judged");
+    assert_eq!(
+        below,
+        PairDecision { duplicate: None, nearest: None, fallback: None },
+        "below the floor nothing is judged"
+    );
 }
 
 #[test]
@@ -46,7 +51,7 @@ fn local_judge_confirms_a_gray_band_duplicate() {
     assert!(judgement.reasons[0].contains("nothing sets the texts apart"), "{judgement:?}");
     // Below the judge's floor nothing is judged.
     let low = judge.decide(PARAPHRASE, &[candidate(7, floor - 0.01, STANDING)], 0.9);
-    assert_eq!(low, PairDecision { duplicate: None, nearest: None });
+    assert_eq!(low, PairDecision { duplicate: None, nearest: None, fallback: None });
 }
 
 #[test]
@@ -86,7 +91,10 @@ fn names_parse_and_params_files_fail_clearly() {
     let local = PairJudgeChoice::from_name("local", "k", None, "p").unwrap();
     assert_eq!(local.name(), "local");
     let err = PairJudgeChoice::from_name("llm", "memdedup.toml: dedup.judge", None, "p").unwrap_err().to_string();
-    assert_eq!(err, "invalid configuration: memdedup.toml: dedup.judge: expected \"cosine\" or \"local\", got \"llm\"");
+    assert_eq!(
+        err,
+        "invalid configuration: memdedup.toml: dedup.judge: expected \"learned\", \"cosine\" or \"local\", got \"llm\""
+    );
 
     let missing = dir.path().join("missing.json");
     let err = PairJudgeChoice::local(Some(&missing), "--judge-params").unwrap_err().to_string();
@@ -105,4 +113,129 @@ fn names_parse_and_params_files_fail_clearly() {
     let judge = PairJudgeChoice::local(Some(&good), "--judge-params").unwrap();
     assert_eq!(judge.floor(0.9), 0.7);
     assert_eq!(format!("{judge:?}").split('(').next(), Some("Local"));
+}
+
+/// A scorer whose logits depend on the second text only: "dup" texts read as duplicates,
+/// "maybe" texts sit in the uncertain band, anything else as related.
+#[derive(Debug)]
+struct FakeScorer {
+    settings: dedup_core::LearnedJudgeSettings,
+    calls: std::sync::atomic::AtomicUsize,
+}
+
+impl FakeScorer {
+    fn new() -> FakeScorer {
+        let json = format!(
+            r#"{{"format": 1, "model_file": "pair_judge.onnx", "model_sha256": "{sha}", "weights": "int8",
+                "max_len": 96, "order": "canonical", "relations": ["unique", "related", "contradiction", "duplicate"],
+                "decision": {{"features": ["duplicate_log_odds", "cosine"], "weights": [1.0, 0.0], "bias": 0.0}},
+                "candidate_floor": 0.3, "duplicate_threshold": 0.9, "uncertain_threshold": 0.5,
+                "precision_target": 0.98, "seed": 13, "base": "test"}}"#,
+            sha = "0".repeat(64)
+        );
+        FakeScorer {
+            settings: dedup_core::LearnedJudgeSettings::parse(&json).unwrap(),
+            calls: std::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+}
+
+impl dedup_core::PairScorer for FakeScorer {
+    fn settings(&self) -> &dedup_core::LearnedJudgeSettings {
+        &self.settings
+    }
+
+    fn logits(&self, pairs: &[(&str, &str)]) -> std::result::Result<Vec<[f32; 4]>, String> {
+        self.calls.fetch_add(pairs.len(), std::sync::atomic::Ordering::SeqCst);
+        Ok(pairs
+            .iter()
+            .map(|(_, b)| {
+                if b.starts_with("dup") {
+                    [-4.0, -4.0, -4.0, 4.0]
+                } else if b.starts_with("maybe") {
+                    [-4.0, 0.0, -4.0, 1.0]
+                } else {
+                    [-4.0, 4.0, -4.0, -4.0]
+                }
+            })
+            .collect())
+    }
+}
+
+fn learned(scorer: &Arc<FakeScorer>) -> PairJudgeChoice {
+    PairJudgeChoice::Learned(LearnedPairJudge::with_scorer(scorer.clone()))
+}
+
+#[test]
+fn learned_judge_picks_the_duplicate_of_highest_probability_whatever_the_cosine_threshold() {
+    let scorer = Arc::new(FakeScorer::new());
+    let judge = learned(&scorer);
+    assert_eq!(judge.name(), "learned");
+    assert_eq!(judge.floor(0.9), 0.3, "the model's candidate floor, not the cosine threshold");
+    assert_eq!(judge.candidates(), LEARNED_CANDIDATES);
+    let decision = judge.decide(
+        "new text",
+        &[candidate(1, 0.95, "other claim"), candidate(2, 0.6, "dup text"), candidate(3, 0.2, "dup but far")],
+        0.9,
+    );
+    let (id, judgement) = decision.duplicate.expect("a duplicate");
+    assert_eq!(id, 2, "a duplicate below the cosine threshold, above the floor");
+    assert!(judgement.probability.unwrap() > 0.9, "{judgement:?}");
+    assert_eq!(decision.nearest, None);
+    assert_eq!(decision.fallback, None);
+    assert_eq!(scorer.calls.load(std::sync::atomic::Ordering::SeqCst), 2, "below the floor is never scored");
+}
+
+#[test]
+fn learned_judge_reports_the_uncertain_candidate_before_a_closer_related_one() {
+    let scorer = Arc::new(FakeScorer::new());
+    let decision =
+        learned(&scorer).decide("new text", &[candidate(1, 0.97, "other claim"), candidate(2, 0.7, "maybe same")], 0.9);
+    assert_eq!(decision.duplicate, None);
+    let (id, judgement) = decision.nearest.expect("a nearest");
+    assert_eq!(id, 2);
+    assert_eq!(judgement.verdict, PairVerdict::Uncertain, "{judgement:?}");
+    let related = learned(&scorer).decide("new text", &[candidate(1, 0.97, "other claim")], 0.9);
+    assert_eq!(related.nearest.unwrap().1.verdict, PairVerdict::Related, "a cosine of 0.97 is not a duplicate");
+}
+
+#[test]
+fn learned_judge_without_a_model_decides_by_cosine_and_says_why() {
+    let judge = PairJudgeChoice::from_name("Learned", "--judge", None, "--judge-params").unwrap();
+    assert_eq!(judge.name(), "learned");
+    assert_eq!(judge.floor(0.9), 0.9, "no model: the cosine threshold");
+    assert_eq!(judge.candidates(), 1);
+    assert!(!judge.reads_texts());
+    let decision = judge.decide("new", &[candidate(1, 0.95, "dup text")], 0.9);
+    assert_eq!(decision.duplicate.as_ref().map(|(id, _)| *id), Some(1), "cosine 0.95 >= 0.90");
+    let fallback = decision.fallback.expect("the reason cosine decided");
+    assert!(fallback.contains("learned judge is unavailable") && fallback.contains("cosine decided"), "{fallback}");
+    let single = judge.judge_pair("new", "other", 0.5, 0.9);
+    assert_eq!(single.verdict, PairVerdict::Unique);
+    assert!(single.reasons[0].contains("unavailable"), "{:?}", single.reasons);
+}
+
+#[test]
+fn learned_judge_loads_its_model_once_on_first_use() {
+    let loads = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = loads.clone();
+    let judge = PairJudgeChoice::Learned(LearnedPairJudge::with_loader(
+        0.3,
+        Box::new(move || {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok(Arc::new(FakeScorer::new()) as Arc<dyn dedup_core::PairScorer>)
+        }),
+    ));
+    assert_eq!(loads.load(std::sync::atomic::Ordering::SeqCst), 0, "nothing loaded before a pair is judged");
+    let copy = judge.clone();
+    assert!(judge.judge_pair("new", "dup text", 0.8, 0.9).is_duplicate());
+    assert!(copy.judge_pair("new", "dup again", 0.8, 0.9).is_duplicate());
+    assert_eq!(loads.load(std::sync::atomic::Ordering::SeqCst), 1, "clones share one load");
+    let failing = PairJudgeChoice::Learned(LearnedPairJudge::with_loader(
+        0.3,
+        Box::new(|| Err("pair_judge.onnx is missing".into())),
+    ));
+    let judgement = failing.judge_pair("new", "dup text", 0.95, 0.9);
+    assert!(judgement.reasons[0].contains("pair_judge.onnx is missing"), "{:?}", judgement.reasons);
+    assert_eq!(failing.floor(0.9), 0.9, "after a failed load: the cosine threshold");
 }

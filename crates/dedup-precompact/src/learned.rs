@@ -1,0 +1,102 @@
+//! [`LearnedPairJudge`]: the learned pair judge as the checker chain holds it — a model
+//! loaded on first use (a check that finds no candidate never pays for it) and shared by
+//! every clone, or the reason it could not be loaded.
+//!
+//! **Invariants:** the model is loaded at most once per judge (clones share the attempt);
+//! a judge that cannot load or run its model never blocks a check: the caller decides by
+//! cosine instead and says so.
+
+use std::fmt;
+use std::sync::{Arc, OnceLock};
+
+use dedup_core::PairScorer;
+
+/// Loads the model: the scorer, or why it cannot be had (a message naming the file and
+/// the command that fixes it).
+pub type ScorerLoader = dyn Fn() -> Result<Arc<dyn PairScorer>, String> + Send + Sync;
+
+/// Most semantic neighbours the learned judge reads per check (each costs one model pair).
+pub const LEARNED_CANDIDATES: usize = 8;
+
+/// The learned pair judge: its candidate floor and its model (or how to load it), or why
+/// there is none.
+#[derive(Clone)]
+pub struct LearnedPairJudge {
+    state: Arc<State>,
+}
+
+struct State {
+    /// The cosine from which a neighbour is judged; `None` when there is no model.
+    floor: Option<f32>,
+    loader: Option<Box<ScorerLoader>>,
+    loaded: OnceLock<Result<Arc<dyn PairScorer>, String>>,
+}
+
+impl Default for LearnedPairJudge {
+    /// A judge without a model: checks decide by cosine and say so.
+    fn default() -> LearnedPairJudge {
+        LearnedPairJudge::unavailable("no model is attached to the learned judge".to_owned())
+    }
+}
+
+impl LearnedPairJudge {
+    /// A judge whose model is `scorer`, already loaded.
+    pub fn with_scorer(scorer: Arc<dyn PairScorer>) -> LearnedPairJudge {
+        let floor = Some(scorer.settings().candidate_floor);
+        let loaded = OnceLock::new();
+        let _ = loaded.set(Ok(scorer));
+        LearnedPairJudge { state: Arc::new(State { floor, loader: None, loaded }) }
+    }
+
+    /// A judge that judges neighbours from cosine `floor` (the model's candidate floor)
+    /// and loads its model with `loader` on first use.
+    pub fn with_loader(floor: f32, loader: Box<ScorerLoader>) -> LearnedPairJudge {
+        LearnedPairJudge {
+            state: Arc::new(State { floor: Some(floor), loader: Some(loader), loaded: OnceLock::new() }),
+        }
+    }
+
+    /// A judge without a model, for `reason` (which results repeat).
+    pub fn unavailable(reason: String) -> LearnedPairJudge {
+        let loaded = OnceLock::new();
+        let _ = loaded.set(Err(reason));
+        LearnedPairJudge { state: Arc::new(State { floor: None, loader: None, loaded }) }
+    }
+
+    /// The cosine from which a neighbour is judged; `None` when there is no model (the
+    /// caller decides by cosine).
+    pub fn floor(&self) -> Option<f32> {
+        match self.state.loaded.get() {
+            Some(Err(_)) => None,
+            _ => self.state.floor,
+        }
+    }
+
+    /// The model, loading it now if this is the first use; the error says why there is
+    /// none.
+    pub fn scorer(&self) -> Result<&Arc<dyn PairScorer>, &str> {
+        let loaded = self.state.loaded.get_or_init(|| match &self.state.loader {
+            Some(load) => load(),
+            None => Err("no model is attached to the learned judge".to_owned()),
+        });
+        loaded.as_ref().map_err(String::as_str)
+    }
+}
+
+impl PartialEq for LearnedPairJudge {
+    /// The same judge (clones of one another), or both without a model.
+    fn eq(&self, other: &LearnedPairJudge) -> bool {
+        Arc::ptr_eq(&self.state, &other.state) || (self.state.floor.is_none() && other.state.floor.is_none())
+    }
+}
+
+impl fmt::Debug for LearnedPairJudge {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = match self.state.loaded.get() {
+            Some(Ok(scorer)) => format!("loaded ({scorer:?})"),
+            Some(Err(error)) => format!("unavailable: {error}"),
+            None => "not loaded yet".to_owned(),
+        };
+        f.debug_tuple("LearnedPairJudge").field(&state).finish()
+    }
+}
