@@ -44,12 +44,13 @@ const ENV_VARS: [&str; 9] = [
 ];
 
 /// The keys of the `[dedup]` table of a config file.
-const TOML_KEYS: [&str; 9] = [
+const TOML_KEYS: [&str; 10] = [
     "enabled",
     "default_threshold",
     "time_window_secs",
     "cache_capacity",
     "min_semantic_length",
+    "min_semantic_words",
     "redis_url",
     "thresholds",
     "judge",
@@ -83,8 +84,12 @@ pub struct DeduplicationConfig {
     /// 1000); beyond it the least recently recorded is forgotten.
     pub cache_capacity: usize,
     /// Content shorter than this many characters (of the trimmed content) skips the
-    /// semantic check (`SUBCOG_DEDUP_MIN_SEMANTIC_LENGTH`, default 50).
+    /// semantic check (`SUBCOG_DEDUP_MIN_SEMANTIC_LENGTH`; default 0, no minimum: seed
+    /// 004's 50 is an override, since a 40-character rule is worth comparing).
     pub min_semantic_length: usize,
+    /// Content of fewer words (runs of non-space) skips the semantic check
+    /// (`[dedup] min_semantic_words`, default 3).
+    pub min_semantic_words: usize,
     /// A Redis URL for a recent-capture cache shared by several processes or hosts
     /// (`SUBCOG_DEDUP_REDIS_URL`); `None`, the default, keeps the cache in process.
     pub redis_url: Option<String>,
@@ -107,7 +112,8 @@ impl Default for DeduplicationConfig {
             default_threshold: 0.90,
             recent_window: Duration::from_secs(300),
             cache_capacity: 1000,
-            min_semantic_length: 50,
+            min_semantic_length: 0,
+            min_semantic_words: 3,
             redis_url: None,
             pair_judge: PairJudgeChoice::Cosine,
             judge_params: None,
@@ -124,6 +130,7 @@ impl fmt::Debug for DeduplicationConfig {
             .field("recent_window", &self.recent_window)
             .field("cache_capacity", &self.cache_capacity)
             .field("min_semantic_length", &self.min_semantic_length)
+            .field("min_semantic_words", &self.min_semantic_words)
             .field("redis_url", &self.redis_url.as_deref().map(redact_url))
             .field("pair_judge", &self.pair_judge)
             .field("judge_params", &self.judge_params)
@@ -168,6 +175,7 @@ impl DeduplicationConfig {
                 "time_window_secs" => next.recent_window = Duration::from_secs(toml_integer(&at, value, 1)?),
                 "cache_capacity" => next.cache_capacity = toml_usize(&at, value, 1)?,
                 "min_semantic_length" => next.min_semantic_length = toml_usize(&at, value, 0)?,
+                "min_semantic_words" => next.min_semantic_words = toml_usize(&at, value, 0)?,
                 "redis_url" => {
                     let url = value.as_str().ok_or_else(|| wrong_type(&at, "a string", value))?;
                     if url.trim().is_empty() {

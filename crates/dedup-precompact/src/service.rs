@@ -108,7 +108,8 @@ pub struct DuplicateCheckResult {
     /// For a recent capture: how long ago it was captured, in seconds.
     pub captured_secs_ago: Option<u64>,
     /// Checkers that did not run because they were not needed or not applicable
-    /// (deduplication disabled, content shorter than `min_semantic_length`, no embedder).
+    /// (deduplication disabled, content shorter than `min_semantic_length` or
+    /// `min_semantic_words`, no embedder).
     pub not_run: Vec<CheckType>,
     /// Checkers that failed and were skipped (fail-open).
     pub degraded: Vec<CheckFailure>,
@@ -555,7 +556,8 @@ impl DeduplicationService {
         }
 
         // 2. Semantic: embed (only now that the exact check missed) and search the scope.
-        let long_enough = content.trim().chars().count() >= self.config.min_semantic_length;
+        let long_enough = content.trim().chars().count() >= self.config.min_semantic_length
+            && content.split_whitespace().count() >= self.config.min_semantic_words;
         match (&self.embedder, long_enough) {
             (Some(embedder), true) => {
                 let semantic_started = Instant::now();

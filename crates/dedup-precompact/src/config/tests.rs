@@ -47,7 +47,8 @@ fn defaults_are_the_seed_table() {
     assert_eq!(config.default_threshold, 0.90);
     assert_eq!(config.recent_window, Duration::from_secs(300));
     assert_eq!(config.cache_capacity, 1000);
-    assert_eq!(config.min_semantic_length, 50);
+    assert_eq!(config.min_semantic_length, 0, "seed 004's 50 characters is an override");
+    assert_eq!(config.min_semantic_words, 3);
     assert_eq!(config.redis_url, None);
     config.validate().unwrap();
 }

@@ -81,14 +81,32 @@ backend_tests! {
     }
 
     async fn seed_004_short_content_skips_the_semantic_check(db) {
+        // Seed 004's minimum of 50 characters, set as the override it now is.
         let embedder = Arc::new(TableEmbedder::new());
-        let dedup = service(&db, embedder.clone());
+        let config = DeduplicationConfig { min_semantic_length: 50, ..DeduplicationConfig::default() };
+        let dedup = DeduplicationService::new(db.store.clone(), embedder.clone(), config);
         let scope = db.scope("default");
         let short = "use tabs, not spaces"; // 20 characters < 50
         let added = dedup.add(NewMemory::new(scope.clone(), short)).await.unwrap();
         assert!(added.stored.is_some() && !added.embedded);
         assert!(added.check.not_run.contains(&CheckType::Semantic));
         assert_eq!(embedder.calls(), 0, "below min_semantic_length nothing is embedded");
+    }
+
+    async fn three_word_memories_are_compared_by_meaning_two_words_are_not(db) {
+        // By default a memory of three words is compared by meaning, however short.
+        let (rule, paraphrase) = ("prefer tabs always", "always prefer tabs");
+        let embedder = Arc::new(TableEmbedder::new().with_paraphrase(rule, paraphrase, 0.97));
+        let dedup = service(&db, embedder.clone());
+        let scope = db.scope("default");
+        assert!(dedup.add(NewMemory::new(scope.clone(), rule)).await.unwrap().embedded);
+        let again = dedup.add(NewMemory::new(scope.clone(), paraphrase)).await.unwrap();
+        assert_eq!(again.stored, None, "{:?}", again.check);
+        assert_eq!(again.check.reason, Some(DuplicateReason::SemanticSimilar));
+        let calls = embedder.calls();
+        let two = dedup.add(NewMemory::new(scope, "tabs   please")).await.unwrap();
+        assert!(two.stored.is_some() && !two.embedded && two.check.not_run.contains(&CheckType::Semantic));
+        assert_eq!(embedder.calls(), calls, "two words are not embedded");
     }
 
     async fn seed_004_disabled_service_checks_nothing(db) {
