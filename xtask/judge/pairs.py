@@ -74,6 +74,90 @@ def build_pairs(groups, seed=13):
     return out
 
 
+PREFIXES = ["Note: ", "Lesson: ", "Remember: ", "- ", "* ", "FYI ", "TIL: ", "Reminder - "]
+CONTRACTIONS = [("do not", "don't"), ("does not", "doesn't"), ("is not", "isn't"), ("are not", "aren't"),
+                ("cannot", "can't"), ("will not", "won't"), ("should not", "shouldn't"), ("it is", "it's"),
+                ("we are", "we're"), ("they are", "they're"), ("I am", "I'm"), ("was not", "wasn't")]
+SHORTHANDS = [(" and ", " & "), (" with ", " w/ "), (" without ", " w/o "), ("for example", "e.g."),
+              ("that is,", "i.e.,"), (" versus ", " vs "), (" minutes", " min"), (" seconds", " sec")]
+
+
+def surface_variant(text, rng):
+    """The same statement with its surface changed: case, final stop, a note prefix, a
+    contraction or shorthand, dropped articles, a typo. The meaning is untouched (no word
+    that carries it is replaced), so the pair is a duplicate whose words overlap a lot,
+    which the hand-written negatives (small edits that change the claim) outnumber."""
+    out = text
+    ops = rng.sample(["case", "stop", "prefix", "contract", "shorthand", "article", "typo", "user"], 2)
+    for op in ops:
+        if op == "case":
+            out = out[:1].lower() + out[1:] if out[:1].isupper() else out[:1].upper() + out[1:]
+        elif op == "stop":
+            out = out[:-1] if out.endswith(".") else (out + "." if out[-1:].isalnum() else out)
+        elif op == "prefix":
+            out = rng.choice(PREFIXES) + out[:1].lower() + out[1:] if not out.startswith(("I ", "I'")) else rng.choice(PREFIXES) + out
+        elif op == "contract":
+            pairs = [(a, b) for a, b in CONTRACTIONS if a in out] + [(b, a) for a, b in CONTRACTIONS if b in out]
+            if pairs:
+                a, b = rng.choice(pairs)
+                out = out.replace(a, b, 1)
+        elif op == "shorthand":
+            pairs = [(a, b) for a, b in SHORTHANDS if a in out]
+            if pairs:
+                a, b = rng.choice(pairs)
+                out = out.replace(a, b, 1)
+        elif op == "article":
+            words = out.split(" ")
+            idx = [i for i, w in enumerate(words[:-1]) if w.lower() in ("the", "a", "an")]
+            if idx:
+                i = rng.choice(idx)
+                words.pop(i)
+                if i == 0 and words:
+                    words[0] = words[0][:1].upper() + words[0][1:]
+                out = " ".join(words)
+        elif op == "typo":
+            words = out.split(" ")
+            idx = [i for i, w in enumerate(words) if len(w) >= 6 and w.isalpha() and w.islower()]
+            if idx:
+                i = rng.choice(idx)
+                w = words[i]
+                k = rng.randrange(1, len(w) - 2)
+                words[i] = w[:k] + w[k + 1] + w[k] + w[k + 2:]
+                out = " ".join(words)
+        elif op == "user":
+            for a, b in (("The user's ", "User's "), ("The user ", "User "), ("the user's ", "user's "),
+                         ("the user ", "user ")):
+                if a in out:
+                    out = out.replace(a, b, 1)
+                    break
+    return out if out != text else None
+
+
+def augment_train(groups, seed=13):
+    """Extra train-split pairs (never calib or test): per group two members with a surface
+    variant of themselves (duplicate, kind "surface") and one negative with a surface
+    variant of the anchor (its usual relation), so that surface noise alone decides
+    nothing."""
+    rng = random.Random(seed + 1)
+    out = []
+    for g in groups:
+        split, gid, domain = split_of(g["group"]), g["group"], g["domain"]
+        if split != "train":
+            continue
+        members = [m["text"] for m in g["members"]]
+        for m in rng.sample(members, min(2, len(members))):
+            v = surface_variant(m, rng)
+            if v:
+                out.append(pair(m, v, "duplicate", "surface", gid, domain, split))
+        if g["negatives"]:
+            neg = rng.choice(g["negatives"])
+            v = surface_variant(members[0], rng)
+            if v:
+                relation = "contradiction" if neg["kind"] in CONTRADICTION_KINDS else "related"
+                out.append(pair(v, neg["text"], relation, neg["kind"], gid, domain, split))
+    return out
+
+
 def counts(pairs):
     table = {}
     for p in pairs:

