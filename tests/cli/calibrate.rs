@@ -154,7 +154,7 @@ fn calibrate_write_without_a_config_file_creates_memdedup_toml_in_the_working_di
     let mut cmd = memdedup();
     // No config from $MEMDEDUP_HOME or ~/.config; the model stays where it was found.
     if std::env::var_os("MEMDEDUP_MODEL_DIR").is_none() {
-        cmd.env("MEMDEDUP_MODEL_DIR", model_dir());
+        cmd.env("MEMDEDUP_MODEL_DIR", crate::support::installed_model_dir());
     }
     cmd.env("MEMDEDUP_HOME", &home).env("XDG_CONFIG_HOME", &home).current_dir(dir.path());
     let out = cmd.args(["calibrate", "--write", "--namespace", "lessons"]).arg(dev_fixture()).assert().success();
@@ -162,18 +162,6 @@ fn calibrate_write_without_a_config_file_creates_memdedup_toml_in_the_working_di
     assert!(human.contains("wrote memdedup.toml:"), "{human}");
     let written = std::fs::read_to_string(dir.path().join("memdedup.toml")).unwrap();
     assert!(written.starts_with("[dedup.thresholds]\nlessons = 0."), "only the namespace is set: {written}");
-}
-
-/// Where the binary finds the model without `MEMDEDUP_MODEL_DIR` (the rule of `ModelDir::locate`).
-fn model_dir() -> PathBuf {
-    let non_empty = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
-    let base = match non_empty("MEMDEDUP_HOME") {
-        Some(home) => home,
-        None => non_empty("XDG_CACHE_HOME")
-            .unwrap_or_else(|| non_empty("HOME").expect("HOME is set").join(".cache"))
-            .join("memdedup"),
-    };
-    base.join("models").join("all-minilm-l6-v2-int8")
 }
 
 #[test]

@@ -476,7 +476,7 @@ fn dedup_refuses_invalid_flags_as_usage_errors() {
         (&["--batch-size", "0"], "invalid value '0' for '--batch-size <N>'"),
         (&["--min-confidence", "1.5"], "1.5 is outside [0, 1]"),
         (&["--limit", "0"], "invalid value '0' for '--limit <N>'"),
-        (&["--judge", "gemini"], "invalid value 'gemini' for '--judge <local|openai|anthropic>'"),
+        (&["--judge", "gemini"], "invalid value 'gemini' for '--judge <learned|local|openai|anthropic>'"),
     ];
     for (flags, message) in cases {
         let mut cmd = memdedup();
@@ -492,7 +492,8 @@ fn dedup_refuses_invalid_flags_as_usage_errors() {
     // named, but as configuration (exit 1).
     let assert = memdedup().env("MEMDEDUP_JUDGE", "gemini").args(["--db", &db, "dedup"]).assert().code(1);
     assert!(
-        text(&assert.get_output().stderr).contains("judge \"gemini\" is not \"local\", \"openai\" or \"anthropic\"")
+        text(&assert.get_output().stderr)
+            .contains("judge \"gemini\" is not \"learned\", \"local\", \"openai\" or \"anthropic\"")
     );
     let clash = memdedup().args(["--db", &db, "undo", "3", "--run", "run-x"]).assert().code(2);
     assert!(text(&clash.get_output().stderr).contains("cannot be used with"));

@@ -13,6 +13,7 @@ mod help;
 mod hook;
 mod judge;
 mod judge_check;
+mod judge_learned;
 mod mcp;
 mod mcp_bad_input;
 mod mcp_docs;

@@ -180,3 +180,16 @@ pub fn run_json(db: &str, args: &[&str]) -> Value {
     let assert = memdedup().args(["--db", db]).args(args).arg("--json").assert().success();
     json(&assert.get_output().stdout)
 }
+
+/// Where the binary finds the model without `MEMDEDUP_MODEL_DIR` (the rule of `ModelDir::locate`).
+pub fn installed_model_dir() -> std::path::PathBuf {
+    use std::path::PathBuf;
+    let non_empty = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let base = match non_empty("MEMDEDUP_HOME") {
+        Some(home) => home,
+        None => non_empty("XDG_CACHE_HOME")
+            .unwrap_or_else(|| non_empty("HOME").expect("HOME is set").join(".cache"))
+            .join("memdedup"),
+    };
+    base.join("models").join("all-minilm-l6-v2-int8")
+}

@@ -67,11 +67,8 @@ const CALIBRATION_FIXTURE: &str = "tests/fixtures/labelled/tune.jsonl";
 
 /// The labelled files the judge is evaluated on: the calibration file, then the held-out
 /// ones (never trained or tuned on).
-const FIXTURES: [&str; 3] = [
-    CALIBRATION_FIXTURE,
-    "tests/fixtures/labelled/holdout.jsonl",
-    "tests/fixtures/memories_dev.jsonl",
-];
+const FIXTURES: [&str; 3] =
+    [CALIBRATION_FIXTURE, "tests/fixtures/labelled/holdout.jsonl", "tests/fixtures/memories_dev.jsonl"];
 
 /// Where the trained model goes, relative to the workspace root.
 pub const MODEL_DIR: &str = "models/pair-judge";

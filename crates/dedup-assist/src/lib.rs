@@ -29,6 +29,6 @@ mod run;
 
 pub use error::{Error, Result};
 pub use judge::{Judge, JudgeFailure, JudgePrompts, JudgeReply, LlmJudge};
-pub use local_judge::{LOCAL_JUDGE_NAME, LocalBatchJudge};
+pub use local_judge::{LEARNED_JUDGE_NAME, LOCAL_JUDGE_NAME, LocalBatchJudge};
 pub use report::{ExhaustedMemory, MergeSummary, PassReport, Proposal, RunReport};
 pub use run::{DedupOptions, Deduplicator, Progress};

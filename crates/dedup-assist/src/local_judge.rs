@@ -3,11 +3,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use dedup_core::{
     ContentHash, ContractLimits, JudgeBatch, JudgeGroup, JudgeMemory, JudgeResponse, LocalJudge, LocalJudgeParams,
-    MemberView, MemoryStatus, PairJudgement, PairVerdict, TextLimits, best_existing_text, choose_survivor,
+    MemberView, MemoryStatus, PairJudgement, PairScorer, PairVerdict, TextLimits, best_existing_text, choose_survivor,
     sentence_count,
 };
 use dedup_llm::TokenUsage;
@@ -17,6 +18,8 @@ use crate::{Error, Judge, JudgeFailure, JudgeReply, Result};
 
 /// What [`LocalBatchJudge::name`](Judge::name) answers, and what the merge ledger records.
 pub const LOCAL_JUDGE_NAME: &str = "local";
+/// What the learned judge ([`LocalBatchJudge::learned`]) answers as its name.
+pub const LEARNED_JUDGE_NAME: &str = "learned";
 
 /// A [`Judge`] that asks no model: each candidate edge of a batch is judged by
 /// [`LocalJudge::judge`] with the edge's cosine, and groups are formed from the confirmed
@@ -44,9 +47,16 @@ pub const LOCAL_JUDGE_NAME: &str = "local";
 /// are listed in the reply's notes. The reply always passes
 /// [`dedup_core::validate_response`] in both modes for batches that keep
 /// [`JudgeBatch`]'s invariants.
+///
+/// **The learned judge** ([`LocalBatchJudge::learned`]) works the same way with the
+/// learned pair judge's verdicts: a pair is confirmed when the calibrated P(duplicate)
+/// reaches the model's duplicate threshold (and the hint); pairs are taken most probable
+/// first, the confidence is the lowest probability among the group's pairs, and pairs in
+/// the uncertain band are listed in the notes as pairs to review, never merged.
 #[derive(Debug, Clone)]
 pub struct LocalBatchJudge {
     judge: LocalJudge,
+    learned: Option<Arc<dyn PairScorer>>,
     model: String,
     limits: ContractLimits,
 }
@@ -62,7 +72,20 @@ impl LocalBatchJudge {
     pub fn builtin() -> LocalBatchJudge {
         LocalBatchJudge {
             judge: LocalJudge::default(),
+            learned: None,
             model: "local-judge/builtin".to_owned(),
+            limits: ContractLimits::default(),
+        }
+    }
+
+    /// The learned pair judge over `scorer`; its model is `learned-judge/<the first 16 hex
+    /// digits of the model file's sha256>`.
+    pub fn learned(scorer: Arc<dyn PairScorer>) -> LocalBatchJudge {
+        let sha = scorer.settings().model_sha256.chars().take(16).collect::<String>();
+        LocalBatchJudge {
+            judge: LocalJudge::default(),
+            learned: Some(scorer),
+            model: format!("learned-judge/{sha}"),
             limits: ContractLimits::default(),
         }
     }
@@ -74,6 +97,7 @@ impl LocalBatchJudge {
         let digest = ContentHash::of_raw(&json);
         LocalBatchJudge {
             judge: LocalJudge::new(params),
+            learned: None,
             model: format!("local-judge/{}", digest.fingerprint()),
             limits: ContractLimits::default(),
         }
@@ -106,8 +130,47 @@ impl LocalBatchJudge {
         self.judge.params()
     }
 
-    /// The reply to `batch`, computed synchronously (a few microseconds per edge).
-    pub fn respond(&self, batch: &JudgeBatch) -> JudgeResponse {
+    /// The verdicts on `pairs` of (first text, second text, cosine): the local judge's,
+    /// or the learned one's from its model's logits (all pairs at once).
+    fn judge_pairs(&self, pairs: &[(&str, &str, f32)]) -> std::result::Result<Vec<PairJudgement>, String> {
+        let Some(scorer) = &self.learned else {
+            return Ok(pairs.iter().map(|&(a, b, cosine)| self.judge.judge(a, b, cosine)).collect());
+        };
+        let settings = scorer.settings();
+        let scored: Vec<(&str, &str)> =
+            pairs.iter().filter(|p| p.2 >= settings.candidate_floor).map(|&(a, b, _)| (a, b)).collect();
+        let logits = if scored.is_empty() { Vec::new() } else { scorer.logits(&scored)? };
+        if logits.len() != scored.len() {
+            return Err(format!("the model gave {} results for {} pairs", logits.len(), scored.len()));
+        }
+        let mut logits = logits.into_iter();
+        Ok(pairs
+            .iter()
+            .map(|&(a, b, cosine)| {
+                if cosine < settings.candidate_floor {
+                    return settings.below_floor(a, b, cosine);
+                }
+                match logits.next() {
+                    Some(l) => settings.judge(a, b, &l, cosine),
+                    None => settings.below_floor(a, b, cosine),
+                }
+            })
+            .collect())
+    }
+
+    /// A confirmed pair's strength: its probability with the learned judge, else its
+    /// cosine.
+    fn strength(&self, j: &PairJudgement) -> f32 {
+        match (&self.learned, j.probability) {
+            (Some(_), Some(p)) => p,
+            _ => j.cosine,
+        }
+    }
+
+    /// The reply to `batch`, computed synchronously (a few microseconds per edge with the
+    /// local judge; one model pass per candidate edge with the learned one). Fails only
+    /// when the learned judge's model cannot run.
+    pub fn try_respond(&self, batch: &JudgeBatch) -> std::result::Result<JudgeResponse, String> {
         let memories: BTreeMap<i64, &JudgeMemory> = batch.memories.iter().map(|m| (m.id, m)).collect();
         let hint = batch.rules.min_confidence_hint;
 
@@ -121,18 +184,30 @@ impl LocalBatchJudge {
             let cosine = cosines.entry((a, b)).or_insert(edge.similarity);
             *cosine = cosine.max(edge.similarity);
         }
-        let mut judged: Vec<((i64, i64), PairJudgement)> = cosines
-            .into_iter()
-            .map(|((a, b), cosine)| ((a, b), self.judge.judge(&memories[&a].text, &memories[&b].text, cosine)))
+        let texts: Vec<(&str, &str, f32)> = cosines
+            .iter()
+            .map(|(&(a, b), &cosine)| (memories[&a].text.as_str(), memories[&b].text.as_str(), cosine))
             .collect();
-        judged.sort_by(|(x, jx), (y, jy)| jy.cosine.total_cmp(&jx.cosine).then(x.cmp(y)));
+        let verdicts = self.judge_pairs(&texts)?;
+        let mut judged: Vec<((i64, i64), PairJudgement)> = cosines.into_keys().zip(verdicts).collect();
+        judged.sort_by(|(x, jx), (y, jy)| self.strength(jy).total_cmp(&self.strength(jx)).then(x.cmp(y)));
 
         let mut notes = Vec::new();
         let mut confirmed: BTreeMap<(i64, i64), &PairJudgement> = BTreeMap::new();
         for (pair, j) in &judged {
-            if j.is_duplicate() && f64::from(j.cosine) >= hint {
+            if j.is_duplicate() && f64::from(self.strength(j)) >= hint {
                 confirmed.insert(*pair, j);
-            } else if j.verdict == PairVerdict::Related && j.cosine >= self.judge.params().duplicate_floor {
+            } else if j.verdict == PairVerdict::Uncertain {
+                notes.push(format!(
+                    "memories {} and {} may be duplicates (uncertain, not merged, to review): {}",
+                    pair.0,
+                    pair.1,
+                    j.reasons.join("; ")
+                ));
+            } else if self.learned.is_none()
+                && j.verdict == PairVerdict::Related
+                && j.cosine >= self.judge.params().duplicate_floor
+            {
                 notes.push(format!(
                     "memories {} and {} are related, not duplicates: {}",
                     pair.0,
@@ -166,7 +241,18 @@ impl LocalBatchJudge {
             reply_groups.push(group);
         }
         let no_match_ids = batch.ids_to_decide().into_iter().filter(|id| !grouped.contains(id)).collect();
-        JudgeResponse { groups: reply_groups, no_match_ids, notes }
+        Ok(JudgeResponse { groups: reply_groups, no_match_ids, notes })
+    }
+
+    /// The reply to `batch` with the local judge; with the learned one whose model fails,
+    /// a reply that groups nothing and says why in its notes ([`Judge::judge`] reports
+    /// that failure instead).
+    pub fn respond(&self, batch: &JudgeBatch) -> JudgeResponse {
+        self.try_respond(batch).unwrap_or_else(|error| JudgeResponse {
+            groups: Vec::new(),
+            no_match_ids: batch.ids_to_decide().into_iter().collect(),
+            notes: vec![format!("the learned judge failed: {error}")],
+        })
     }
 
     /// The reply group of `members` (ids ascending), or `None` when no member's text fits
@@ -201,7 +287,7 @@ impl LocalBatchJudge {
         // The weakest pair decides the confidence and speaks for the group.
         let (pair, weakest) = pairs(members)
             .filter_map(|pair| confirmed.get(&pair).map(|j| (pair, *j)))
-            .min_by(|(x, jx), (y, jy)| jx.cosine.total_cmp(&jy.cosine).then(x.cmp(y)))?;
+            .min_by(|(x, jx), (y, jy)| self.strength(jx).total_cmp(&self.strength(jy)).then(x.cmp(y)))?;
         let reason = if members.len() == 2 {
             weakest.reasons.join("; ")
         } else {
@@ -216,7 +302,7 @@ impl LocalBatchJudge {
         Some(JudgeGroup {
             ids: members.to_vec(),
             canonical_text: canonical.trim().to_owned(),
-            confidence: f64::from(weakest.cosine).clamp(0.0, 1.0),
+            confidence: f64::from(self.strength(weakest)).clamp(0.0, 1.0),
             reason: cut(&reason, self.limits.max_reason_chars),
         })
     }
@@ -225,7 +311,7 @@ impl LocalBatchJudge {
 #[async_trait]
 impl Judge for LocalBatchJudge {
     fn name(&self) -> &str {
-        LOCAL_JUDGE_NAME
+        if self.learned.is_some() { LEARNED_JUDGE_NAME } else { LOCAL_JUDGE_NAME }
     }
 
     fn model(&self) -> &str {
@@ -233,11 +319,23 @@ impl Judge for LocalBatchJudge {
     }
 
     fn default_min_confidence(&self) -> Option<f64> {
-        Some(f64::from(self.judge.params().duplicate_floor))
+        match &self.learned {
+            Some(scorer) => Some(f64::from(scorer.settings().duplicate_threshold)),
+            None => Some(f64::from(self.judge.params().duplicate_floor)),
+        }
     }
 
     async fn judge(&self, batch: &JudgeBatch) -> Result<JudgeReply, JudgeFailure> {
-        Ok(JudgeReply { response: self.respond(batch), usage: TokenUsage::default() })
+        if self.learned.is_none() {
+            return Ok(JudgeReply { response: self.respond(batch), usage: TokenUsage::default() });
+        }
+        // The model is CPU work: off the async executor.
+        let (judge, batch) = (self.clone(), batch.clone());
+        let response = tokio::task::spawn_blocking(move || judge.try_respond(&batch))
+            .await
+            .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
+            .map_err(|error| JudgeFailure::new(format!("the learned judge failed: {error}")))?;
+        Ok(JudgeReply { response, usage: TokenUsage::default() })
     }
 }
 

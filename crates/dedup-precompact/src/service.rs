@@ -231,13 +231,14 @@ impl DuplicateCheckResult {
 
 impl AddOutcome {
     /// One line saying what adding did: `stored memdedup://…` (with why a close memory
-    /// was kept apart, or that no semantic check ran), or `not stored: duplicate of …`.
+    /// was kept apart, the memory it may duplicate when the judge was unsure, or that no
+    /// semantic check ran), or `not stored: duplicate of …`.
     pub fn explanation(&self, scope: &Scope) -> String {
         match &self.urn {
             Some(urn) => {
                 let note = if !self.embedded {
                     " (without an embedding: no semantic check ran)".to_owned()
-                } else if self.check.verdict == PairVerdict::Related {
+                } else if matches!(self.check.verdict, PairVerdict::Related | PairVerdict::Uncertain) {
                     format!(" ({})", self.check.explanation(scope))
                 } else {
                     String::new()

@@ -24,7 +24,11 @@ pub(crate) async fn run(global: &GlobalArgs, args: &DedupArgs) -> Result<()> {
         model: args.judge.judge_model.clone(),
         params: args.judge_params.clone(),
     };
-    let judge = config.judge_settings(&overrides)?.build()?;
+    let mut settings = config.judge_settings(&overrides)?;
+    if global.model_dir.is_some() {
+        settings.model_dir = model_dir(global, &config)?;
+    }
+    let judge = settings.build()?;
     let mut options = DedupOptions::default();
     if let Some(hint) = judge.default_min_confidence() {
         options.rules.min_confidence_hint = hint;

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use memdedup::crates::core::analyze_messages;
 use memdedup::crates::store::Store;
-use memdedup::{AddOutcome, CheckType, JudgeKind, JudgeOverrides, NewMemory, Scope};
+use memdedup::{AddOutcome, CheckType, JudgeOverrides, NewMemory, Scope};
 use serde::Serialize;
 use serde_json::Value;
 use tokio::time::timeout_at;
@@ -291,9 +291,7 @@ fn chat_model(
         return Ok(None);
     };
     match config.judge_settings_if_chosen(&overrides).map_err(|e| describe(&e))? {
-        Some(settings) if settings.kind != JudgeKind::Local => {
-            settings.chat_model().map(Some).map_err(|e| describe(&e))
-        }
+        Some(settings) if !settings.kind.is_offline() => settings.chat_model().map(Some).map_err(|e| describe(&e)),
         _ => Ok(None),
     }
 }

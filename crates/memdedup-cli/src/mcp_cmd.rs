@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use dedup_mcp::McpContext;
-use memdedup::{ConfigFile, DedupOptions, DeduplicationService, Judge, JudgeKind, JudgeOverrides, LocalBatchJudge};
+use memdedup::{ConfigFile, DedupOptions, DeduplicationService, Judge, JudgeOverrides, LocalBatchJudge};
 
 use crate::UsageError;
 use crate::cli::{GlobalArgs, PairJudgeArgs};
@@ -39,14 +39,28 @@ pub(crate) fn context(
     let mut context = McpContext::new(service);
     let chosen = config.judge_settings_if_chosen(&JudgeOverrides::default()).map_err(|e| UsageError(e.to_string()))?;
     let mut unavailable = None;
+    let model_dir = crate::open::model_dir(global, config)?;
     let judge: Arc<dyn Judge> = match &chosen {
-        Some(settings) if settings.kind != JudgeKind::Local => settings.build().unwrap_or_else(|error| {
+        Some(settings) if !settings.kind.is_offline() => settings.build().unwrap_or_else(|error| {
             unavailable = Some(error.to_string());
             // Never asked: the dedup tools refuse to run without the configured judge.
             Arc::new(LocalBatchJudge::builtin())
         }),
-        Some(settings) => settings.build().map_err(|e| UsageError(e.to_string()))?,
-        None => Arc::new(LocalBatchJudge::builtin()),
+        Some(settings) => {
+            let mut settings = settings.clone();
+            if global.model_dir.is_some() {
+                settings.model_dir = model_dir;
+            }
+            settings.build().map_err(|e| UsageError(e.to_string()))?
+        }
+        // No judge chosen: the learned judge offline, else (no model) the rules judge.
+        None => match memdedup::pair_judge(model_dir.as_deref()) {
+            Ok(scorer) => Arc::new(LocalBatchJudge::learned(scorer)),
+            Err(error) => {
+                tracing::warn!("the learned judge is unavailable ({error}); dedup_run uses the rules judge");
+                Arc::new(LocalBatchJudge::builtin())
+            }
+        },
     };
     let mut options = DedupOptions::default();
     if let Some(hint) = judge.default_min_confidence() {
@@ -62,7 +76,7 @@ pub(crate) fn context(
         }
         context = context.without_judge(error);
     }
-    if let Some(settings) = chosen.filter(|s| s.kind != JudgeKind::Local) {
+    if let Some(settings) = chosen.filter(|s| !s.kind.is_offline()) {
         match settings.chat_model() {
             Ok(chat) => context = context.with_chat_model(chat),
             Err(error) => {

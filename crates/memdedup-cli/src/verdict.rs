@@ -34,4 +34,7 @@ pub(crate) fn warn_degraded(result: &DuplicateCheckResult) {
     for failure in &result.degraded {
         tracing::warn!("{} check skipped (failed open): {}", failure.check.label(), failure.error);
     }
+    for note in &result.notes {
+        tracing::warn!("{note}");
+    }
 }

@@ -1,7 +1,11 @@
 //! `[judge]` of memdedup.toml and the flags that override it: which judge assisted dedup
 //! asks, how, and the run's tuning.
 //!
-//! `kind = "local"` is the offline judge ([`LocalBatchJudge`]): it asks no model, so the
+//! `kind = "learned"` is the learned pair judge run offline ([`LocalBatchJudge::learned`],
+//! the model installed beside the embedder); it takes none of the keys below that
+//! describe an API.
+//!
+//! `kind = "local"` is the offline rules judge ([`LocalBatchJudge`]): it asks no model, so the
 //! keys that describe one (`base_url`, `model`, `api_key_env`, `structured_output`,
 //! `timeout_secs`, `max_retries`, `max_tokens` and the prompt files) are refused next to
 //! it; its only key is `params`, a parameter file. When `local` is chosen by a flag or
@@ -66,7 +70,9 @@ pub const JUDGE_MODEL_ENV_VAR: &str = "MEMDEDUP_JUDGE_MODEL";
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum JudgeKind {
-    /// The offline judge ([`LocalBatchJudge`]): no model, no network.
+    /// The learned pair judge ([`LocalBatchJudge::learned`]): a local model, no network.
+    Learned,
+    /// The offline rules judge ([`LocalBatchJudge`]): no model, no network.
     Local,
     /// OpenAI-compatible `/v1/chat/completions` (OpenAI, Ollama, vLLM, llama.cpp, LM Studio).
     OpenAi,
@@ -77,6 +83,7 @@ pub enum JudgeKind {
 impl JudgeKind {
     fn parse(raw: &str) -> Option<JudgeKind> {
         match raw.trim().to_ascii_lowercase().as_str() {
+            "learned" => Some(JudgeKind::Learned),
             "local" => Some(JudgeKind::Local),
             "openai" => Some(JudgeKind::OpenAi),
             "anthropic" => Some(JudgeKind::Anthropic),
@@ -84,28 +91,34 @@ impl JudgeKind {
         }
     }
 
-    /// `local`, `openai` or `anthropic`.
+    /// `learned`, `local`, `openai` or `anthropic`.
     pub fn as_str(self) -> &'static str {
         match self {
+            JudgeKind::Learned => "learned",
             JudgeKind::Local => "local",
             JudgeKind::OpenAi => "openai",
             JudgeKind::Anthropic => "anthropic",
         }
     }
 
-    /// Empty for the local judge, which has no API.
+    /// Whether the judge runs offline (no API, no key).
+    pub fn is_offline(self) -> bool {
+        matches!(self, JudgeKind::Learned | JudgeKind::Local)
+    }
+
+    /// Empty for the offline judges, which have no API.
     fn default_base_url(self) -> &'static str {
         match self {
-            JudgeKind::Local => "",
+            JudgeKind::Learned | JudgeKind::Local => "",
             JudgeKind::OpenAi => "https://api.openai.com/v1",
             JudgeKind::Anthropic => "https://api.anthropic.com/v1",
         }
     }
 
-    /// Empty for the local judge, which asks no model.
+    /// Empty for the offline judges, which ask no API model.
     fn default_model(self) -> &'static str {
         match self {
-            JudgeKind::Local => "",
+            JudgeKind::Learned | JudgeKind::Local => "",
             JudgeKind::OpenAi => "gpt-4o-mini",
             JudgeKind::Anthropic => "claude-3-5-haiku-latest",
         }
@@ -152,6 +165,9 @@ pub struct JudgeSettings {
     /// (relative to memdedup.toml); the built-in parameters when `None`. Always `None`
     /// for an LLM judge.
     pub params: Option<PathBuf>,
+    /// Where the learned judge's model is installed (`[embedder] model_dir`; `None`: the
+    /// default model directory). Only the learned judge reads it.
+    pub model_dir: Option<PathBuf>,
 }
 
 impl fmt::Debug for JudgeSettings {
@@ -166,6 +182,7 @@ impl fmt::Debug for JudgeSettings {
             .field("max_retries", &self.max_retries)
             .field("max_tokens", &self.max_tokens)
             .field("params", &self.params)
+            .field("model_dir", &self.model_dir)
             .finish_non_exhaustive()
     }
 }
@@ -176,10 +193,11 @@ impl JudgeSettings {
     pub fn chat_model(&self) -> Result<Arc<dyn ChatModel>> {
         let config_error = |message: String| Error::Config { origin: "judge settings".to_owned(), message };
         Ok(match self.kind {
-            JudgeKind::Local => {
-                return Err(config_error(
-                    "the local judge asks no model, and this needs one: choose --judge openai|anthropic".to_owned(),
-                ));
+            JudgeKind::Learned | JudgeKind::Local => {
+                return Err(config_error(format!(
+                    "the {} judge asks no chat model, and this needs one: choose --judge openai|anthropic",
+                    self.kind.as_str()
+                )));
             }
             JudgeKind::OpenAi => {
                 let mut config = OpenAiChatConfig::new(&self.base_url, &self.model);
@@ -210,6 +228,9 @@ impl JudgeSettings {
     /// with the configured prompts and reply limit. Fails naming the parameter file when
     /// it cannot be read or is invalid.
     pub fn build(&self) -> Result<Arc<dyn Judge>> {
+        if self.kind == JudgeKind::Learned {
+            return Ok(Arc::new(self.learned_judge()?));
+        }
         if self.kind == JudgeKind::Local {
             let judge = match &self.params {
                 Some(path) => LocalBatchJudge::from_params_file(path)
@@ -220,6 +241,23 @@ impl JudgeSettings {
         }
         let chat = self.chat_model()?;
         Ok(Arc::new(LlmJudge::new(chat).with_prompts(self.prompts.clone()).with_max_tokens(self.max_tokens)))
+    }
+}
+
+impl JudgeSettings {
+    /// The learned judge of [`JudgeSettings::model_dir`], loaded now.
+    #[cfg(feature = "local")]
+    fn learned_judge(&self) -> Result<LocalBatchJudge> {
+        let scorer = crate::pair_judge(self.model_dir.as_deref())?;
+        Ok(LocalBatchJudge::learned(scorer))
+    }
+
+    #[cfg(not(feature = "local"))]
+    fn learned_judge(&self) -> Result<LocalBatchJudge> {
+        Err(Error::Config {
+            origin: "judge settings".to_owned(),
+            message: "the learned judge needs memdedup built with the `local` feature".to_owned(),
+        })
     }
 }
 
@@ -264,13 +302,15 @@ impl ConfigFile {
         let kind_text = pick(&overrides.kind, JUDGE_ENV_VAR, "kind")?.ok_or_else(|| {
             self.error(
                 "no judge is configured: pass --judge openai|anthropic (with --judge-url and --judge-model) \
-                 or, to dedup offline, --judge local; set MEMDEDUP_JUDGE, or set `judge.kind` in memdedup.toml",
+                 or, to dedup offline, --judge learned (or the rules judge, local); set MEMDEDUP_JUDGE, or set \
+                 `judge.kind` in memdedup.toml",
             )
         })?;
-        let kind = JudgeKind::parse(&kind_text)
-            .ok_or_else(|| self.error(format!("judge {kind_text:?} is not \"local\", \"openai\" or \"anthropic\"")))?;
-        if kind == JudgeKind::Local {
-            return self.local_judge_settings(overrides);
+        let kind = JudgeKind::parse(&kind_text).ok_or_else(|| {
+            self.error(format!("judge {kind_text:?} is not \"learned\", \"local\", \"openai\" or \"anthropic\""))
+        })?;
+        if kind.is_offline() {
+            return self.offline_judge_settings(kind, overrides);
         }
         if overrides.params.is_some() {
             return Err(self.error(format!(
@@ -287,8 +327,8 @@ impl ConfigFile {
             .or_else(|| {
                 env(match kind {
                     JudgeKind::Anthropic => "ANTHROPIC_API_KEY",
-                    // The local judge returned above.
-                    JudgeKind::OpenAi | JudgeKind::Local => "OPENAI_API_KEY",
+                    // The offline judges returned above.
+                    JudgeKind::OpenAi | JudgeKind::Learned | JudgeKind::Local => "OPENAI_API_KEY",
                 })
             });
         let prompt = |key: &str| -> Result<Option<PathBuf>> {
@@ -311,23 +351,30 @@ impl ConfigFile {
             max_tokens: self.judge_int("max_tokens", 16, 1 << 20)?.map_or(LlmJudge::DEFAULT_MAX_TOKENS, |n| n as u32),
             prompts,
             params: None,
+            model_dir: None,
         })
     }
 
-    /// The local judge's settings: no API, no model, no key; the parameter file of
-    /// `--judge-params`, else `[judge] params`.
-    fn local_judge_settings(&self, overrides: &JudgeOverrides) -> Result<JudgeSettings> {
+    /// An offline judge's settings: no API, no key; for the rules judge the parameter
+    /// file of `--judge-params`, else `[judge] params`; for the learned one the model
+    /// directory of `[embedder] model_dir`.
+    fn offline_judge_settings(&self, kind: JudgeKind, overrides: &JudgeOverrides) -> Result<JudgeSettings> {
         if overrides.base_url.is_some() || overrides.model.is_some() {
-            return Err(
-                self.error("--judge-url and --judge-model do not apply to the local judge, which asks no model")
-            );
+            return Err(self.error(format!(
+                "--judge-url and --judge-model do not apply to the {} judge, which asks no API",
+                kind.as_str()
+            )));
         }
         let params = match &overrides.params {
+            Some(_) if kind == JudgeKind::Learned => {
+                return Err(self.error("--judge-params is for the rules judge (--judge local), not the learned one"));
+            }
             Some(path) => Some(path.clone()),
+            None if kind == JudgeKind::Learned => None,
             None => self.judge_string("params")?.map(|p| self.relative_to_file(Path::new(&p))),
         };
         Ok(JudgeSettings {
-            kind: JudgeKind::Local,
+            kind,
             base_url: String::new(),
             model: String::new(),
             api_key: None,
@@ -337,6 +384,7 @@ impl ConfigFile {
             max_tokens: LlmJudge::DEFAULT_MAX_TOKENS,
             prompts: JudgePrompts::default(),
             params,
+            model_dir: self.model_dir()?,
         })
     }
 
@@ -381,15 +429,21 @@ impl ConfigFile {
         if let Some(kind) = &kind {
             match JudgeKind::parse(kind) {
                 None => {
-                    return Err(
-                        self.error(format!("`judge.kind` {kind:?} is not \"local\", \"openai\" or \"anthropic\""))
-                    );
+                    return Err(self.error(format!(
+                        "`judge.kind` {kind:?} is not \"learned\", \"local\", \"openai\" or \"anthropic\""
+                    )));
                 }
-                Some(JudgeKind::Local) => {
+                Some(offline @ (JudgeKind::Learned | JudgeKind::Local)) => {
                     if let Some(key) = LLM_ONLY_KEYS.iter().find(|k| table.contains_key(**k)) {
                         return Err(self.error(format!(
-                            "`judge.{key}` does not apply to `judge.kind = \"local\"`, which asks no model; remove it"
+                            "`judge.{key}` does not apply to `judge.kind = \"{}\"`, which asks no API; remove it",
+                            offline.as_str()
                         )));
+                    }
+                    if offline == JudgeKind::Learned && table.contains_key("params") {
+                        return Err(self.error(
+                            "`judge.params` is for `judge.kind = \"local\"` (the rules judge), not the learned one",
+                        ));
                     }
                 }
                 Some(_) => {}

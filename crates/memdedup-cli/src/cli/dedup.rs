@@ -8,15 +8,16 @@ use super::{parse_between, parse_unit};
 /// memdedup.toml.
 #[derive(Debug, Args)]
 pub(crate) struct JudgeArgs {
-    /// The judge: `local` (offline: the local judge decides each candidate pair, no model
-    /// is asked; `memdedup dedup` only), or an LLM's API: `openai` (any OpenAI-compatible
+    /// The judge: `learned` (offline: the learned pair judge reads each candidate pair;
+    /// pairs it is unsure of are reported, never merged; `memdedup dedup` only), `local`
+    /// (offline: the rules judge), or an LLM's API: `openai` (any OpenAI-compatible
     /// /v1/chat/completions server: OpenAI, Ollama, vLLM, llama.cpp, LM Studio) or
     /// `anthropic` (/v1/messages). The key comes from $MEMDEDUP_JUDGE_API_KEY, else
     /// $OPENAI_API_KEY / $ANTHROPIC_API_KEY.
     #[arg(
         long,
-        value_name = "local|openai|anthropic",
-        value_parser = ["local", "openai", "anthropic"],
+        value_name = "learned|local|openai|anthropic",
+        value_parser = ["learned", "local", "openai", "anthropic"],
         ignore_case = true
     )]
     pub judge: Option<String>,
