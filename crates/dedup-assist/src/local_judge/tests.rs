@@ -222,3 +222,84 @@ fn long_reasons_are_cut_to_the_limit() {
     assert_eq!(response.groups[0].reason.chars().count(), 20, "{:?}", response.groups[0].reason);
     assert!(response.groups[0].reason.ends_with('…'));
 }
+
+/// A learned-judge model for tests: the docs pair reads as a duplicate, the thursday pair
+/// sits in the uncertain band, anything else is related.
+#[derive(Debug)]
+struct TableScorer(dedup_core::LearnedJudgeSettings);
+
+impl TableScorer {
+    fn new() -> TableScorer {
+        let json = format!(
+            r#"{{"format": 1, "model_file": "pair_judge.onnx", "model_sha256": "{sha}", "weights": "int8",
+                "max_len": 96, "order": "canonical", "relations": ["unique", "related", "contradiction", "duplicate"],
+                "decision": {{"features": ["duplicate_log_odds", "cosine"], "weights": [1.0, 0.0], "bias": 0.0}},
+                "candidate_floor": 0.3, "duplicate_threshold": 0.9, "uncertain_threshold": 0.5,
+                "precision_target": 0.98, "seed": 13, "base": "test"}}"#,
+            sha = "ab".repeat(32)
+        );
+        TableScorer(dedup_core::LearnedJudgeSettings::parse(&json).unwrap())
+    }
+}
+
+impl PairScorer for TableScorer {
+    fn settings(&self) -> &dedup_core::LearnedJudgeSettings {
+        &self.0
+    }
+
+    fn logits(&self, pairs: &[(&str, &str)]) -> std::result::Result<Vec<[f32; 4]>, String> {
+        Ok(pairs
+            .iter()
+            .map(|&(a, b)| {
+                let has = |t: &str| a == t || b == t;
+                if has(DOCS_A) && has(DOCS_B) {
+                    [-4.0, -4.0, -4.0, 4.0]
+                } else if has(AT_14) && has(AT_16) {
+                    [-4.0, 0.0, -4.0, 1.0]
+                } else {
+                    [-4.0, 4.0, -4.0, -4.0]
+                }
+            })
+            .collect())
+    }
+}
+
+#[test]
+fn learned_judge_groups_the_probable_pair_and_lists_the_uncertain_one_for_review() {
+    let batch = bootstrap_batch();
+    let judge = LocalBatchJudge::learned(Arc::new(TableScorer::new()));
+    assert_eq!((judge.name(), judge.model()), (LEARNED_JUDGE_NAME, "learned-judge/abababababababab"));
+    assert_eq!(judge.default_min_confidence(), Some(f64::from(0.9f32)));
+    let valid = validated(&batch, &judge);
+    assert_eq!(valid.groups.len(), 1, "{valid:#?}");
+    assert_eq!(valid.groups[0].ids, vec![3, 4]);
+    assert!(valid.groups[0].confidence > 0.9, "the pair's probability: {valid:#?}");
+    let response = judge.respond(&batch);
+    let uncertain: Vec<&String> = response.notes.iter().filter(|n| n.contains("uncertain")).collect();
+    assert_eq!(uncertain.len(), 1, "{:?}", response.notes);
+    assert!(uncertain[0].starts_with("memories 1 and 2 may be duplicates"), "{uncertain:?}");
+}
+
+#[derive(Debug)]
+struct BrokenScorer(dedup_core::LearnedJudgeSettings);
+
+impl PairScorer for BrokenScorer {
+    fn settings(&self) -> &dedup_core::LearnedJudgeSettings {
+        &self.0
+    }
+
+    fn logits(&self, _: &[(&str, &str)]) -> std::result::Result<Vec<[f32; 4]>, String> {
+        Err("the model file is gone".to_owned())
+    }
+}
+
+#[tokio::test]
+async fn learned_judge_whose_model_fails_reports_a_failure_and_groups_nothing() {
+    let batch = bootstrap_batch();
+    let judge = LocalBatchJudge::learned(Arc::new(BrokenScorer(TableScorer::new().0)));
+    let failure = judge.judge(&batch).await.unwrap_err();
+    assert!(failure.message.contains("the model file is gone"), "{failure}");
+    let response = judge.respond(&batch);
+    assert!(response.groups.is_empty(), "{response:?}");
+    assert!(response.notes[0].contains("the learned judge failed"), "{response:?}");
+}
