@@ -117,11 +117,23 @@ pub struct RunReport {
     pub exhausted: Vec<ExhaustedMemory>,
     /// Distinct failure messages, first ones first (at most 20).
     pub errors: Vec<String>,
+    /// The judge's notes on pairs it did not merge, first ones first (at most 200): with
+    /// the learned judge, the pairs it was unsure of (to review); with the rules judge,
+    /// close pairs it kept apart.
+    pub notes: Vec<String>,
 }
 
 impl RunReport {
     /// Most distinct error messages kept.
     pub const MAX_ERRORS: usize = 20;
+    /// Most judge notes kept.
+    pub const MAX_NOTES: usize = 200;
+
+    pub(crate) fn note(&mut self, note: &str) {
+        if self.notes.len() < Self::MAX_NOTES && !self.notes.iter().any(|n| n == note) {
+            self.notes.push(note.to_owned());
+        }
+    }
 
     pub(crate) fn note_error(&mut self, message: String) {
         if self.errors.len() < Self::MAX_ERRORS && !self.errors.contains(&message) {

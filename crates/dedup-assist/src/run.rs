@@ -492,7 +492,8 @@ impl Deduplicator {
                         Ok(valid) => {
                             successes += 1;
                             for note in &valid.notes {
-                                tracing::info!(batch = %planned.batch.batch_id, %note, "judge note");
+                                tracing::info!(batch = %planned.batch.batch_id, "judge note");
+                                report.note(note);
                             }
                             self.apply(&planned, valid, memories, never, report, pass_report, failed_ids).await?;
                         }

@@ -225,6 +225,12 @@ fn summary(report: &RunReport) -> String {
         report.tokens.input_tokens,
         report.tokens.output_tokens
     ));
+    if !report.notes.is_empty() {
+        out.push_str(&format!("judge notes ({}), not merged:\n", report.notes.len()));
+        for note in &report.notes {
+            out.push_str(&format!("  {note}\n"));
+        }
+    }
     for memory in &report.exhausted {
         out.push_str(&format!(
             "gave up on memory {} after {}: {}\n",
