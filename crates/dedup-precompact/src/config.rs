@@ -309,12 +309,15 @@ impl DeduplicationConfig {
         let choice = match name {
             Some(name) => PairJudgeChoice::from_name(name, name_origin, params, params_origin)?,
             None if self.pair_judge.local_judge().is_some() => PairJudgeChoice::local(params, params_origin)?,
-            None => PairJudgeChoice::Cosine,
+            None => self.pair_judge.clone(),
         };
         if choice.local_judge().is_none() && params_given {
             return Err(Error::config(
                 params_origin,
-                "is for the local judge, but the judge is \"cosine\" (choose it with `judge = \"local\"` or --judge local)",
+                format!(
+                    "is for the local judge, but the judge is \"{}\" (choose it with `judge = \"local\"` or --judge local)",
+                    choice.name()
+                ),
             ));
         }
         self.judge_params = params.map(Path::to_path_buf);

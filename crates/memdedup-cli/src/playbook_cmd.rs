@@ -41,6 +41,13 @@ pub(crate) async fn run(global: &GlobalArgs, args: &PlaybookDedupArgs) -> Result
     let text = read_text(&args.file)?;
     let playbook = Playbook::parse(without_bom(&text)).with_context(|| format!("cannot read playbook {name}"))?;
     let threshold = Threshold::resolve(args.threshold);
+    if args.judging.pair.judge.as_deref().is_some_and(|j| j.trim().eq_ignore_ascii_case("learned")) {
+        return Err(UsageError(
+            "playbook dedup takes --judge cosine or local; the learned judge decides scan, check, add and dedup"
+                .to_owned(),
+        )
+        .into());
+    }
     let (judge, linkage) = crate::judging::from_args(global, &args.judging)?;
     let judging = Judging { local: judge.is_some(), learned: false, linkage };
     let names: Vec<String> = playbook.entries().iter().map(|(_, e)| e.name.clone()).collect();

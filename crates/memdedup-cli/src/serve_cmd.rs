@@ -37,7 +37,10 @@ pub(crate) async fn run(global: &GlobalArgs, args: &ServeArgs) -> Result<()> {
     let model_dir = crate::open::model_dir(global, &config)?;
     let mut dedup = config.dedup_config().map_err(|e| UsageError(e.to_string()))?;
     memdedup::attach_learned_judge(&mut dedup, model_dir.as_deref());
-    let pair_judge = dedup.pair_judge.clone();
+    // The node gate keeps seed 001's cosine semantics unless `[dedup] judge` (or
+    // MEMDEDUP_DEDUP_JUDGE) chooses a judge.
+    let pair_judge =
+        if config.pair_judge_chosen() { dedup.pair_judge.clone() } else { memdedup::PairJudgeChoice::Cosine };
 
     // Concurrent requests are embedded together: one call per batch, not per request.
     let embedder = embedder(global, &config, settings)?

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use dedup_precompact::DeduplicationConfig;
+use dedup_precompact::{DeduplicationConfig, PAIR_JUDGE_ENV_VAR};
 use dedup_store::{DEFAULT_INDEX_MEMORY_BYTES, DbLocation, MEMDEDUP_HOME_ENV_VAR, StoreOptions};
 
 use crate::{Error, Result};
@@ -340,14 +340,29 @@ impl ConfigFile {
     }
 
     /// The checker chain's configuration: defaults < `[dedup]` < `SUBCOG_DEDUP_*`.
+    ///
+    /// The pair judge defaults to the learned one (attach its model with
+    /// [`crate::attach_learned_judge`]); `[dedup] judge = "cosine"` or
+    /// `MEMDEDUP_DEDUP_JUDGE=cosine` restores seed 004's cosine threshold alone. The
+    /// library's [`DeduplicationConfig::default`] keeps the cosine judge.
     pub fn dedup_config(&self) -> Result<DeduplicationConfig> {
         let mut config = self.dedup_config_without_env()?;
         config.apply_env(|name| std::env::var(name).ok())?;
         Ok(config)
     }
 
+    /// Whether `[dedup] judge` or `MEMDEDUP_DEDUP_JUDGE` chooses the pair judge (rather
+    /// than the default): the node gate and `playbook dedup` follow only such a choice.
+    pub fn pair_judge_chosen(&self) -> bool {
+        let in_file = self.table.get("dedup").and_then(|d| d.as_table()).is_some_and(|d| d.contains_key("judge"));
+        in_file || std::env::var(PAIR_JUDGE_ENV_VAR).is_ok_and(|v| !v.trim().is_empty())
+    }
+
     fn dedup_config_without_env(&self) -> Result<DeduplicationConfig> {
-        let mut config = DeduplicationConfig::default();
+        let mut config = DeduplicationConfig {
+            pair_judge: crate::PairJudgeChoice::Learned(crate::LearnedPairJudge::default()),
+            ..DeduplicationConfig::default()
+        };
         config.apply_toml(&self.table, &self.origin())?;
         Ok(config)
     }
