@@ -16,11 +16,13 @@ deterministic 1,000-entry playbook (about 15% paraphrase near duplicates), with
 /usr/bin/time (Debian: apt-get install time). Each run prints its wall-clock seconds and
 peak resident memory; model loading is included, as a user would see it. Finally it
 times `memdedup scan --db` twice over an unchanged 2,000-line JSONL file (the second
-run reads every vector from the embedding cache), then `scan --judge local` on the same
-file, with an empty cache and three times against plain `scan` with a full one, and
+run reads every vector from the embedding cache), then `scan --judge local` and `scan
+--judge learned` on the same file, each with an empty cache and three times against
+`scan --judge cosine` with a full one, and
 `hook pre-compact --offline` on generated 200 KB and 2 MB Claude Code transcripts
-(against an empty store, then again), and 21 cold `memdedup check` processes on new
-texts (the semantic path a hook takes) against 200 stored memories, then 21 more in
+(against an empty store, then again), and 20 cold `memdedup check` processes on new
+texts (the semantic path a hook takes; the default learned judge) against 200 stored
+memories, 20 more with `--judge cosine`, then 21 more in
 client mode against a `memdedup serve` started on loopback: p50 / p90 wall time and peak
 RSS. The check-before-store latency bench
 is `cargo bench -p memdedup --bench check` and the HTTP check-similar bench (8 and 32
@@ -146,32 +148,37 @@ fn bench_scan_cache(bin: &Path, root: &Path, scratch: &Path) -> Result<()> {
     let input = scratch.join("memories-2000.jsonl");
     std::fs::write(&input, &jsonl).with_context(|| format!("writing {}", input.display()))?;
     let db = scratch.join("scan-cache.db");
-    println!("\n==> scan --db over {SCAN_LINES} lines, twice (cold processes; the second run hits the cache)");
-    let plain = time_scan(bin, root, &db, &input, &[])?;
-    let cached = time_scan(bin, root, &db, &input, &[])?;
+    let cosine = ["--judge", "cosine"];
+    println!(
+        "\n==> scan --db --judge cosine over {SCAN_LINES} lines, twice (cold processes; the second run hits the cache)"
+    );
+    let plain = time_scan(bin, root, &db, &input, &cosine)?;
+    let cached = time_scan(bin, root, &db, &input, &cosine)?;
     println!(
         "  run 1: {plain:>6.2} s wall\n  run 2: {cached:>6.2} s wall\n  second run is {:.1}x faster",
         plain / cached
     );
-    println!("\n==> scan --db --judge local over the same lines (cold processes, {RUNS} runs each)");
-    let judged_db = scratch.join("scan-judged.db");
-    let judged_cold = time_scan(bin, root, &judged_db, &input, &["--judge", "local"])?;
-    println!(
-        "  embedding as well (empty cache): plain {plain:.2} s, judged {judged_cold:.2} s ({:.2}x)",
-        judged_cold / plain
-    );
-    let mut ratios = Vec::new();
-    for run in 1..=RUNS {
-        let plain = time_scan(bin, root, &db, &input, &[])?;
-        let judged = time_scan(bin, root, &db, &input, &["--judge", "local"])?;
+    for judge in ["local", "learned"] {
+        println!("\n==> scan --db --judge {judge} over the same lines (cold processes, {RUNS} runs each)");
+        let judged_db = scratch.join(format!("scan-judged-{judge}.db"));
+        let judged_cold = time_scan(bin, root, &judged_db, &input, &["--judge", judge])?;
         println!(
-            "  run {run}, vectors from the cache: plain {plain:.2} s, judged {judged:.2} s ({:.1}x)",
-            judged / plain
+            "  embedding as well (empty cache): plain {plain:.2} s, judged {judged_cold:.2} s ({:.2}x)",
+            judged_cold / plain
         );
-        ratios.push(judged / plain);
+        let mut ratios = Vec::new();
+        for run in 1..=RUNS {
+            let plain = time_scan(bin, root, &db, &input, &cosine)?;
+            let judged = time_scan(bin, root, &db, &input, &["--judge", judge])?;
+            println!(
+                "  run {run}, vectors from the cache: plain {plain:.2} s, judged {judged:.2} s ({:.1}x)",
+                judged / plain
+            );
+            ratios.push(judged / plain);
+        }
+        ratios.sort_by(f64::total_cmp);
+        println!("  median ratio with the cache: {:.1}x", ratios[ratios.len() / 2]);
     }
-    ratios.sort_by(f64::total_cmp);
-    println!("  median ratio with the cache: {:.1}x", ratios[ratios.len() / 2]);
     Ok(())
 }
 

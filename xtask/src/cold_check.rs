@@ -13,9 +13,10 @@ use crate::process;
 
 /// Memories stored before the timed checks.
 const STORED: usize = 200;
-/// Cold checks: half of them local, half in client mode, each half's first one untimed
-/// (the local warm-up also builds the model's graph cache).
-const RUNS: usize = 43;
+/// Cold checks: a third local with the default (learned) judge, a third local with
+/// `--judge cosine`, a third in client mode, each third's first one untimed (the first
+/// warm-up also builds the model's graph cache).
+const RUNS: usize = 64;
 
 /// Stores [`STORED`] memories through one `capture`, then times cold `check` processes
 /// of texts that are not stored (each embeds): half locally, half in client mode.
@@ -41,12 +42,17 @@ pub fn run(bin: &Path, root: &Path, scratch: &Path, gnu_time: &str) -> Result<()
         bail!("`{line}` failed ({}):\n{}", out.status, String::from_utf8_lossy(&out.stderr).trim_end());
     }
 
-    let (local, client) = probes.split_at(probes.len() / 2);
+    let (local, rest) = probes.split_at(probes.len() / 3);
+    let (cosine, client) = rest.split_at(rest.len() / 2);
     println!(
-        "\n==> cold `memdedup check` (semantic path: a new text), {} fresh processes, {STORED} stored",
+        "\n==> cold `memdedup check` (semantic path: a new text; the default learned judge reads the 8 nearest \
+         memories above its floor), {} fresh processes, {STORED} stored",
         local.len()
     );
-    time_checks(bin, root, scratch, gnu_time, local, &["--db".as_ref(), db.as_os_str()], &[])?;
+    let db_args = ["--db".as_ref(), db.as_os_str()];
+    time_checks(bin, root, scratch, gnu_time, local, &db_args, &[], &[])?;
+    println!("\n==> the same with `--judge cosine` (no pair model), {} fresh processes", cosine.len());
+    time_checks(bin, root, scratch, gnu_time, cosine, &db_args, &["--judge", "cosine"], &[])?;
 
     let server = Server::start(bin, root, &db)?;
     println!(
@@ -68,10 +74,10 @@ pub fn run(bin: &Path, root: &Path, scratch: &Path, gnu_time: &str) -> Result<()
     if !out.status.success() || !logs.contains("checked it") {
         bail!("a client-mode check did not go through the server ({}):\n{}", out.status, logs.trim_end());
     }
-    time_checks(bin, root, scratch, gnu_time, client, &[], &[("MEMDEDUP_SERVER_URL", &server.url)])
+    time_checks(bin, root, scratch, gnu_time, client, &[], &[], &[("MEMDEDUP_SERVER_URL", &server.url)])
 }
 
-/// Times one fresh `memdedup ARGS check -q TEXT` per text (the first one untimed) and
+/// Times one fresh `memdedup GLOBAL check CHECK_ARGS -q TEXT` per text (the first one untimed) and
 /// prints the p50 / p90 wall time and the largest peak RSS.
 fn time_checks(
     bin: &Path,
@@ -80,6 +86,7 @@ fn time_checks(
     gnu_time: &str,
     texts: &[String],
     global: &[&std::ffi::OsStr],
+    check_args: &[&str],
     env: &[(&str, &str)],
 ) -> Result<()> {
     let timing = scratch.join("cold-check-time.txt");
@@ -91,7 +98,9 @@ fn time_checks(
             .arg(&timing)
             .arg(bin)
             .args(global)
-            .args(["check", "-q", "--"])
+            .arg("check")
+            .args(check_args)
+            .args(["-q", "--"])
             .arg(text)
             .envs(env.iter().copied())
             .current_dir(root)

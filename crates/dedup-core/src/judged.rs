@@ -39,6 +39,28 @@ pub struct JudgedGrouping {
 /// Rows per tile of [`similar_pairs`]: a tile's scores are one small matrix product.
 const TILE: usize = 256;
 
+/// The edges among `edges` (over `items` items) that are one of the `k` strongest of at
+/// least one of their two items (ties by the other item's index): what a model that
+/// judges pairs one by one can afford to read in a large collection. The order of
+/// `edges` is kept.
+pub fn keep_nearest(edges: &[Edge], items: usize, k: usize) -> Vec<Edge> {
+    let mut by_item: Vec<Vec<(f32, usize, usize)>> = vec![Vec::new(); items];
+    for (i, e) in edges.iter().enumerate() {
+        if e.a < items && e.b < items {
+            by_item[e.a].push((e.score, e.b, i));
+            by_item[e.b].push((e.score, e.a, i));
+        }
+    }
+    let mut keep = vec![false; edges.len()];
+    for list in &mut by_item {
+        list.sort_by(|x, y| y.0.total_cmp(&x.0).then(x.1.cmp(&y.1)));
+        for &(_, _, i) in list.iter().take(k) {
+            keep[i] = true;
+        }
+    }
+    edges.iter().zip(keep).filter(|(_, kept)| *kept).map(|(e, _)| *e).collect()
+}
+
 /// Every pair `(a, b)`, `a < b`, whose cosine reaches `floor`, in index order.
 ///
 /// The scores come tile by tile from one matrix product each (as in

@@ -75,7 +75,9 @@ pub use judge::{
     JudgeRules, MAX_CANONICAL_SENTENCES, MAX_REASON_CHARS, MemoryStatus, ValidatedResponse, Violation,
     validate_response,
 };
-pub use judged::{JudgedGrouping, RejectedPair, group_by_cosine, group_judged, group_learned, similar_pairs};
+pub use judged::{
+    JudgedGrouping, RejectedPair, group_by_cosine, group_judged, group_learned, keep_nearest, similar_pairs,
+};
 pub use learned_judge::{Decision, LearnedJudgeSettings, PairScorer, RELATIONS, Relation};
 pub use local_judge::{LocalJudge, LocalJudgeParams, PairJudgement, PairVerdict};
 pub use merge::{Absorbed, MergePlan, MergedGroup, merge_counters};

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use dedup_core::{
     Linkage, LocalJudge, PairScorer, RefusedLink, RejectedPair, group_by_cosine, group_judged, group_learned,
-    similar_pairs,
+    keep_nearest, similar_pairs,
 };
 
 use crate::playbook::group_off_executor;
@@ -174,7 +174,9 @@ async fn learned_off_executor(
 ) -> Result<(dedup_core::GuardedGrouping, Vec<RejectedPair>)> {
     let work = move || -> Result<_> {
         let settings = scorer.settings();
-        let candidates = similar_pairs(&embeddings, settings.candidate_floor)?;
+        // Each memory's nearest neighbours above the floor, as a check reads them.
+        let all = similar_pairs(&embeddings, settings.candidate_floor)?;
+        let candidates = keep_nearest(&all, embeddings.len(), dedup_precompact::LEARNED_CANDIDATES);
         let pairs: Vec<(&str, &str)> = candidates.iter().map(|e| (texts[e.a].as_str(), texts[e.b].as_str())).collect();
         let logits = scorer.logits(&pairs).map_err(|e| crate::Error::Embedder(dedup_embed::Error::Inference(e)))?;
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();

@@ -184,3 +184,16 @@ fn learned_grouping_links_only_confirmed_pairs_and_reports_the_uncertain_ones() 
     // Mismatched inputs are refused.
     assert!(group_learned(&texts, &candidates, &logits[..2], &learned_settings(), 0.85, Linkage::Complete).is_err());
 }
+
+#[test]
+fn keep_nearest_keeps_each_items_strongest_edges() {
+    let e = |a, b, score| Edge { a, b, score };
+    // Item 0 has four neighbours; with k = 2 only its two strongest stay, unless the
+    // edge is among the other item's two strongest.
+    let edges = vec![e(0, 1, 0.9), e(0, 2, 0.8), e(0, 3, 0.7), e(0, 4, 0.6), e(3, 4, 0.5), e(1, 2, 0.4)];
+    let kept = keep_nearest(&edges, 5, 2);
+    assert_eq!(kept, vec![e(0, 1, 0.9), e(0, 2, 0.8), e(0, 3, 0.7), e(0, 4, 0.6), e(3, 4, 0.5), e(1, 2, 0.4)]);
+    let kept = keep_nearest(&edges, 5, 1);
+    assert_eq!(kept, vec![e(0, 1, 0.9), e(0, 2, 0.8), e(0, 3, 0.7), e(0, 4, 0.6)], "{kept:?}");
+    assert!(keep_nearest(&edges, 5, 0).is_empty());
+}
