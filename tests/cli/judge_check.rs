@@ -148,7 +148,10 @@ fn bad_judge_settings_fail_naming_the_file_and_key() {
 
     std::fs::write(&config, "[dedup]\njudge = \"llm\"\n").unwrap();
     let (_, stderr) = failure(&check, Some(&config));
-    assert!(stderr.contains("memdedup.toml: dedup.judge: expected \"cosine\" or \"local\", got \"llm\""), "{stderr}");
+    assert!(
+        stderr.contains("memdedup.toml: dedup.judge: expected \"learned\", \"cosine\" or \"local\", got \"llm\""),
+        "{stderr}"
+    );
 
     std::fs::write(&config, "[dedup]\njudge = \"local\"\njudge_params = \"missing.json\"\n").unwrap();
     let (_, stderr) = failure(&check, Some(&config));

@@ -91,14 +91,17 @@ fn check_reports_the_verdict_without_storing() {
 }
 
 #[test]
-fn short_texts_skip_the_semantic_check() {
+fn texts_under_three_words_skip_the_semantic_check() {
     require_model();
     let (_dir, db) = sqlite_db();
     let stored = add(&db, "default", "use tabs");
     assert_eq!(stored["embedded"], false, "{stored}");
-    let check = run_json(&db, &["check", "use tab characters", "--namespace", "default"]);
+    let check = run_json(&db, &["check", "tabs   please", "--namespace", "default"]);
     assert_eq!(check["is_duplicate"], false);
     assert!(check["not_run"].as_array().unwrap().contains(&Value::from("semantic")), "{check}");
+    // Three words are compared by meaning, however short.
+    let three = run_json(&db, &["check", "use tab characters", "--namespace", "default"]);
+    assert!(!three["not_run"].as_array().unwrap().contains(&Value::from("semantic")), "{three}");
 }
 
 #[test]

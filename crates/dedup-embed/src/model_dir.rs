@@ -179,6 +179,23 @@ fn parse_lock(text: &str) -> Result<ModelLock, String> {
     Ok(lock)
 }
 
+/// The sha256 of the file at `path`, lowercase hex, read in blocks.
+fn sha256_hex(path: &Path) -> std::io::Result<String> {
+    use sha2::{Digest, Sha256};
+    use std::io::Read;
+    let mut file = std::fs::File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut block = vec![0u8; 1 << 16];
+    loop {
+        let n = file.read(&mut block)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&block[..n]);
+    }
+    Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
+}
+
 fn is_sha256(s: &str) -> bool {
     s.len() == 64 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
@@ -274,15 +291,13 @@ impl ModelDir {
 
     /// One file of the pair judge has this size and sha256.
     fn verify_file(&self, name: &str, size: u64, sha256: &str) -> Result<()> {
-        use sha2::{Digest, Sha256};
         let path = self.file(name);
         let meta = std::fs::metadata(&path).map_err(|_| Error::PairJudgeMissing { path: path.clone() })?;
         let corrupt = |reason: String| Error::PairJudgeCorrupt { path: path.clone(), reason };
         if meta.len() != size {
             return Err(corrupt(format!("{} bytes, expected {size}", meta.len())));
         }
-        let bytes = std::fs::read(&path).map_err(|e| corrupt(format!("cannot read it: {e}")))?;
-        let hex: String = Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
+        let hex = sha256_hex(&path).map_err(|e| corrupt(format!("cannot read it: {e}")))?;
         if hex != sha256 {
             return Err(corrupt(format!("sha256 {hex}, expected {sha256}")));
         }
@@ -291,16 +306,12 @@ impl ModelDir {
 
     /// Thorough check: sizes and sha256 of every pinned file.
     pub fn verify(&self) -> Result<()> {
-        use sha2::{Digest, Sha256};
         self.check()?;
         for f in &model_lock()?.files {
-            let path = self.file(&f.name);
-            let bytes = std::fs::read(&path).map_err(|e| Error::ModelCorrupt {
+            let hex = sha256_hex(&self.file(&f.name)).map_err(|e| Error::ModelCorrupt {
                 dir: self.path.clone(),
                 reason: format!("cannot read {}: {e}", f.name),
             })?;
-            let digest = Sha256::digest(&bytes);
-            let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
             if hex != f.sha256 {
                 return Err(Error::ModelCorrupt {
                     dir: self.path.clone(),
