@@ -44,6 +44,13 @@ pub(crate) fn additional_context(outcomes: &[(String, Scope, AddOutcome)]) -> St
                 cut(content, 80),
                 outcome.urn.as_deref().unwrap_or_default()
             ));
+            // The judge was unsure: stored, with the memory it may duplicate, to review.
+            if let Some(likely) = &outcome.check.likely_duplicate {
+                out.push_str(&format!(
+                    "   May duplicate: {likely} (P(duplicate) {:.2}, to review)\n",
+                    outcome.check.probability.unwrap_or(0.0)
+                ));
+            }
         }
     }
     if !skipped.is_empty() {
