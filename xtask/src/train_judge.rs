@@ -61,14 +61,12 @@ pub fn parse_args(args: &[String]) -> Result<TrainArgs> {
     Ok(out)
 }
 
-/// The labelled file the judge's decision is calibrated on (with the calib split of
-/// data/judge); never trained on, and reported as calibration data, not held out.
-const CALIBRATION_FIXTURE: &str = "tests/fixtures/labelled/tune.jsonl";
-
-/// The labelled files the judge is evaluated on: the calibration file, then the held-out
-/// ones (never trained or tuned on).
-const FIXTURES: [&str; 3] =
-    [CALIBRATION_FIXTURE, "tests/fixtures/labelled/holdout.jsonl", "tests/fixtures/memories_dev.jsonl"];
+/// The held-out labelled files the judge is evaluated on (never trained or tuned on).
+const FIXTURES: [&str; 3] = [
+    "tests/fixtures/labelled/tune.jsonl",
+    "tests/fixtures/labelled/holdout.jsonl",
+    "tests/fixtures/memories_dev.jsonl",
+];
 
 /// Where the trained model goes, relative to the workspace root.
 pub const MODEL_DIR: &str = "models/pair-judge";
@@ -87,8 +85,6 @@ pub fn run(root: &Path, args: &TrainArgs) -> Result<()> {
         .arg("--out")
         .arg(&out)
         .args(["--max-minutes", &args.max_minutes.unwrap_or(45).to_string()]);
-    // tune.jsonl calibrates the decision (with the calib split); the others are only evaluated.
-    cmd.arg("--calib-fixture").arg(root.join(CALIBRATION_FIXTURE));
     for fixture in FIXTURES {
         cmd.arg("--fixture").arg(root.join(fixture));
     }

@@ -53,14 +53,7 @@ pub(crate) fn context(
             }
             settings.build().map_err(|e| UsageError(e.to_string()))?
         }
-        // No judge chosen: the learned judge offline, else (no model) the rules judge.
-        None => match memdedup::pair_judge(model_dir.as_deref()) {
-            Ok(scorer) => Arc::new(LocalBatchJudge::learned(scorer)),
-            Err(error) => {
-                tracing::warn!("the learned judge is unavailable ({error}); dedup_run uses the rules judge");
-                Arc::new(LocalBatchJudge::builtin())
-            }
-        },
+        None => Arc::new(LocalBatchJudge::builtin()),
     };
     let mut options = DedupOptions::default();
     if let Some(hint) = judge.default_min_confidence() {

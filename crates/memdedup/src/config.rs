@@ -341,10 +341,9 @@ impl ConfigFile {
 
     /// The checker chain's configuration: defaults < `[dedup]` < `SUBCOG_DEDUP_*`.
     ///
-    /// The pair judge defaults to the learned one (attach its model with
-    /// [`crate::attach_learned_judge`]); `[dedup] judge = "cosine"` or
-    /// `MEMDEDUP_DEDUP_JUDGE=cosine` restores seed 004's cosine threshold alone. The
-    /// library's [`DeduplicationConfig::default`] keeps the cosine judge.
+    /// The pair judge defaults to seed 004's cosine threshold; `[dedup] judge = "learned"`
+    /// or `MEMDEDUP_DEDUP_JUDGE=learned` chooses the learned one (attach its model with
+    /// [`crate::attach_learned_judge`]).
     pub fn dedup_config(&self) -> Result<DeduplicationConfig> {
         let mut config = self.dedup_config_without_env()?;
         config.apply_env(|name| std::env::var(name).ok())?;
@@ -359,10 +358,7 @@ impl ConfigFile {
     }
 
     fn dedup_config_without_env(&self) -> Result<DeduplicationConfig> {
-        let mut config = DeduplicationConfig {
-            pair_judge: crate::PairJudgeChoice::Learned(crate::LearnedPairJudge::default()),
-            ..DeduplicationConfig::default()
-        };
+        let mut config = DeduplicationConfig::default();
         config.apply_toml(&self.table, &self.origin())?;
         Ok(config)
     }
