@@ -177,5 +177,8 @@ fn bad_judge_settings_fail_naming_the_file_and_key() {
 
     let bad_env = memdedup().env("MEMDEDUP_DEDUP_JUDGE", "gpt").args(check).assert().failure();
     let stderr = text(&bad_env.get_output().stderr);
-    assert!(stderr.contains("MEMDEDUP_DEDUP_JUDGE: expected \"cosine\" or \"local\", got \"gpt\""), "{stderr}");
+    assert!(
+        stderr.contains("MEMDEDUP_DEDUP_JUDGE: expected \"learned\", \"cosine\" or \"local\", got \"gpt\""),
+        "{stderr}"
+    );
 }
