@@ -193,11 +193,12 @@ pub(crate) struct CaptureArgs {
 /// What decides a semantic duplicate in `check`, `add` and `capture`.
 #[derive(Debug, Clone, Default, Args)]
 pub(crate) struct PairJudgeArgs {
-    /// What decides a semantic duplicate: `cosine` (the namespace's threshold alone) or
-    /// `local` (the local judge: vetoes close pairs that other numbers, a negation, an
+    /// What decides a semantic duplicate: `cosine` (the namespace's threshold alone),
+    /// `learned` (the learned pair judge, docs/MODEL.md: a calibrated P(duplicate); pairs
+    /// it is unsure of are stored and named as likely duplicates, never refused) or
+    /// `local` (the rules judge: vetoes close pairs that other numbers, a negation, an
     /// added condition or another entity keep apart, and confirms paraphrases somewhat
-    /// below the threshold). `learned` (the learned pair judge, docs/MODEL.md) is taken
-    /// by `scan` so far. Default: `[dedup] judge`, $MEMDEDUP_DEDUP_JUDGE, else cosine.
+    /// below the threshold). Default: `[dedup] judge`, $MEMDEDUP_DEDUP_JUDGE, else cosine.
     #[arg(long, value_name = "JUDGE", value_parser = ["cosine", "local", "learned"])]
     pub judge: Option<String>,
     /// The local judge's parameter file (JSON: duplicate_floor, related_floor, vetoes).
