@@ -50,9 +50,10 @@ pub fn run(bin: &Path, root: &Path, scratch: &Path, gnu_time: &str) -> Result<()
         local.len()
     );
     let db_args = ["--db".as_ref(), db.as_os_str()];
-    time_checks(bin, root, scratch, gnu_time, local, &db_args, &[], &[])?;
+    time_checks(bin, root, scratch, gnu_time, local, &How { global: &db_args, check: &[], env: &[] })?;
     println!("\n==> the same with `--judge cosine` (no pair model), {} fresh processes", cosine.len());
-    time_checks(bin, root, scratch, gnu_time, cosine, &db_args, &["--judge", "cosine"], &[])?;
+    let how = How { global: &db_args, check: &["--judge", "cosine"], env: &[] };
+    time_checks(bin, root, scratch, gnu_time, cosine, &how)?;
 
     let server = Server::start(bin, root, &db)?;
     println!(
@@ -74,21 +75,20 @@ pub fn run(bin: &Path, root: &Path, scratch: &Path, gnu_time: &str) -> Result<()
     if !out.status.success() || !logs.contains("checked it") {
         bail!("a client-mode check did not go through the server ({}):\n{}", out.status, logs.trim_end());
     }
-    time_checks(bin, root, scratch, gnu_time, client, &[], &[], &[("MEMDEDUP_SERVER_URL", &server.url)])
+    let how = How { global: &[], check: &[], env: &[("MEMDEDUP_SERVER_URL", &server.url)] };
+    time_checks(bin, root, scratch, gnu_time, client, &how)
 }
 
-/// Times one fresh `memdedup GLOBAL check CHECK_ARGS -q TEXT` per text (the first one untimed) and
+/// How a timed check runs: global options, options of `check`, environment.
+struct How<'a> {
+    global: &'a [&'a std::ffi::OsStr],
+    check: &'a [&'a str],
+    env: &'a [(&'a str, &'a str)],
+}
+
+/// Times one fresh `memdedup GLOBAL check CHECK -q TEXT` per text (see [`How`]) (the first one untimed) and
 /// prints the p50 / p90 wall time and the largest peak RSS.
-fn time_checks(
-    bin: &Path,
-    root: &Path,
-    scratch: &Path,
-    gnu_time: &str,
-    texts: &[String],
-    global: &[&std::ffi::OsStr],
-    check_args: &[&str],
-    env: &[(&str, &str)],
-) -> Result<()> {
+fn time_checks(bin: &Path, root: &Path, scratch: &Path, gnu_time: &str, texts: &[String], how: &How<'_>) -> Result<()> {
     let timing = scratch.join("cold-check-time.txt");
     let mut walls = Vec::new();
     let mut peak_kib = 0;
@@ -97,12 +97,12 @@ fn time_checks(
         cmd.args(["-f", "%e %M", "-o"])
             .arg(&timing)
             .arg(bin)
-            .args(global)
+            .args(how.global)
             .arg("check")
-            .args(check_args)
+            .args(how.check)
             .args(["-q", "--"])
             .arg(text)
-            .envs(env.iter().copied())
+            .envs(how.env.iter().copied())
             .current_dir(root)
             .stdin(Stdio::null());
         let line = process::describe(&cmd);
