@@ -638,13 +638,39 @@ mod tests {
         assert!(judge.model().starts_with("local-judge/") && judge.model() != "local-judge/builtin");
         assert_eq!(judge.default_min_confidence(), Some(f64::from(0.7f32)));
         let err = settings.chat_model().unwrap_err().to_string();
-        assert!(err.contains("the local judge asks no model"), "{err}");
+        assert!(err.contains("the local judge asks no chat model"), "{err}");
 
         // The environment chooses it too; without a file it uses the built-in parameters.
         let env = |name: &str| (name == JUDGE_ENV_VAR).then(|| "local".to_owned());
         let settings = parse("").unwrap().judge_settings_with_env(&JudgeOverrides::default(), env).unwrap();
         assert_eq!((settings.kind, settings.params.clone()), (JudgeKind::Local, None));
         assert_eq!(settings.build().unwrap().model(), "local-judge/builtin");
+    }
+
+    #[test]
+    fn the_learned_judge_is_offline_and_refuses_api_keys_and_params() {
+        let settings = parse("[judge]\nkind = \"learned\"\n")
+            .unwrap()
+            .judge_settings_with_env(&JudgeOverrides::default(), no_env)
+            .unwrap();
+        assert_eq!(settings.kind, JudgeKind::Learned);
+        assert!(settings.kind.is_offline() && settings.api_key.is_none() && settings.params.is_none());
+        let err = settings.chat_model().unwrap_err().to_string();
+        assert!(err.contains("the learned judge asks no chat model"), "{err}");
+        for (text, expected) in [
+            ("[judge]\nkind = \"learned\"\nparams = \"p.json\"\n", "`judge.params` is for `judge.kind = \"local\"`"),
+            (
+                "[judge]\nkind = \"learned\"\nmodel = \"m\"\n",
+                "`judge.model` does not apply to `judge.kind = \"learned\"`",
+            ),
+        ] {
+            let err = parse(text).unwrap_err().to_string();
+            assert!(err.contains(expected), "{text}: {err}");
+        }
+        let overrides =
+            JudgeOverrides { kind: Some("learned".into()), params: Some("p.json".into()), ..Default::default() };
+        let err = parse("").unwrap().judge_settings_with_env(&overrides, no_env).unwrap_err().to_string();
+        assert!(err.contains("--judge-params is for the rules judge"), "{err}");
     }
 
     #[test]
