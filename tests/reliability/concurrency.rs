@@ -10,7 +10,7 @@ const PROCESSES: usize = 16;
 /// Rounds, each on a new database.
 const ROUNDS: usize = 5;
 
-/// Starts [`PROCESSES`] `add`s of distinct short texts (under the 50 characters of the
+/// Starts [`PROCESSES`] `add`s of distinct two-word texts (under the three words of the
 /// semantic check, so no model loads and the processes overlap tightly) on `db`, waits
 /// for all, and asserts every one succeeded and stored its memory.
 fn sixteen_adds_at_once(db: &str, round: usize) {
@@ -18,7 +18,7 @@ fn sixteen_adds_at_once(db: &str, round: usize) {
         .map(|i| {
             memdedup()
                 .args(["--db", db, "add", "--namespace", "concurrent"])
-                .arg(format!("round {round} note {i}"))
+                .arg(format!("round{round} note{i}"))
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())

@@ -97,7 +97,7 @@ fn average(typical: Duration, latest: Duration) -> Duration {
     if typical.is_zero() { latest } else { typical.mul_f64(0.7) + latest.mul_f64(0.3) }
 }
 
-/// A text of 12 random words: over the 50 characters that trigger the semantic check,
+/// A text of 12 random words: well over the three words that trigger the semantic check,
 /// and unlike every other such text.
 fn random_text(rng: &mut StdRng, tag: &str) -> String {
     let words: Vec<&str> = (0..12).map(|_| WORDS[rng.random_range(0..WORDS.len())]).collect();

@@ -156,7 +156,7 @@ pub fn service(db: &TestStore, embedder: Arc<TableEmbedder>) -> DeduplicationSer
     DeduplicationService::new(db.store.clone(), embedder, DeduplicationConfig::default())
 }
 
-/// Long enough for the semantic check (over 50 characters).
+/// Long enough for the semantic check, and for its old 50-character minimum.
 pub fn long(text: &str) -> String {
     format!("{text} — recorded while working on the payment reconciliation service")
 }
