@@ -75,7 +75,7 @@ pub struct CheckFailure {
     pub error: String,
 }
 
-/// The answer of [`DeduplicationService::check_duplicate`], with its evidence.
+/// The answer of [`DeduplicationService::check_duplicate`](crate::DeduplicationService::check_duplicate), with its evidence.
 ///
 /// Invariants: `matched_urn` and `matched_memory_id` are set whenever `is_duplicate` is;
 /// `verdict` is `duplicate` exactly when `is_duplicate` is. It reads back from its JSON
@@ -245,7 +245,7 @@ impl AddOutcome {
     }
 }
 
-/// What [`DeduplicationService::add`] did. It reads back from its JSON unchanged.
+/// What [`DeduplicationService::add`](crate::DeduplicationService::add) did. It reads back from its JSON unchanged.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AddOutcome {
     /// The new memory's id, when it was stored.
