@@ -85,6 +85,6 @@ pub use merge::{Absorbed, MergePlan, MergedGroup, merge_counters};
 pub use playbook::{CANONICAL_SECTIONS, Entry, EntryRef, Playbook};
 pub use quality::{Labelled, PairScore, score_grouping};
 pub use retry::{RetryPolicy, parse_retry_after};
-pub use secrets::{REDACTION_PREFIX, SecretFinding, find_secrets, redact_secrets};
+pub use secrets::{REDACTION_PREFIX, SecretAction, SecretFinding, find_secrets, redact_secrets};
 pub use specifics::{Specific, missing_specifics, sentence_count, specifics};
 pub use threshold::{DEFAULT_THRESHOLD, THRESHOLD_ENV_VAR, Threshold};

@@ -22,6 +22,41 @@ use regex::Regex;
 /// The marker a redacted secret leaves behind: `[REDACTED:<kind>]`.
 pub const REDACTION_PREFIX: &str = "[REDACTED:";
 
+/// What a write path does with a text that holds credentials (`[dedup] secrets`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SecretAction {
+    /// Store the text with each credential replaced by `[REDACTED:<kind>]`, and say so
+    /// (the default).
+    #[default]
+    Redact,
+    /// Refuse the text, naming the kinds found (never the values).
+    Refuse,
+    /// Store the text as given (for stores that are secret stores themselves).
+    Allow,
+}
+
+impl SecretAction {
+    /// `redact`, `refuse` or `allow`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SecretAction::Redact => "redact",
+            SecretAction::Refuse => "refuse",
+            SecretAction::Allow => "allow",
+        }
+    }
+
+    /// The action named `name` (any case, trimmed).
+    pub fn from_name(name: &str) -> Option<SecretAction> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "redact" => Some(SecretAction::Redact),
+            "refuse" => Some(SecretAction::Refuse),
+            "allow" => Some(SecretAction::Allow),
+            _ => None,
+        }
+    }
+}
+
 /// One credential found in a text: its kind and where it is (byte offsets).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SecretFinding {

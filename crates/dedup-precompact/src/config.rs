@@ -7,13 +7,24 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use dedup_core::SecretAction;
+
 use crate::{Error, PairJudgeChoice, Result};
+
+/// The [`SecretAction`] named `name`, or an error naming `origin`.
+fn secret_action(origin: &str, name: &str) -> Result<SecretAction> {
+    SecretAction::from_name(name)
+        .ok_or_else(|| Error::config(origin, format!("expected \"redact\", \"refuse\" or \"allow\", got {name:?}")))
+}
 
 /// The prefix of the environment variables of seed 004's configuration table.
 pub const ENV_PREFIX: &str = "SUBCOG_DEDUP_";
 /// The environment variable choosing the pair judge (`cosine` or `local`), over
 /// `[dedup] judge`.
 pub const PAIR_JUDGE_ENV_VAR: &str = "MEMDEDUP_DEDUP_JUDGE";
+/// The environment variable choosing what happens to credentials in a memory (`redact`,
+/// `refuse` or `allow`), over `[dedup] secrets`.
+pub const SECRETS_ENV_VAR: &str = "MEMDEDUP_SECRETS";
 
 const ENV_ENABLED: &str = "SUBCOG_DEDUP_ENABLED";
 const ENV_THRESHOLD_DEFAULT: &str = "SUBCOG_DEDUP_THRESHOLD_DEFAULT";
@@ -44,7 +55,7 @@ const ENV_VARS: [&str; 9] = [
 ];
 
 /// The keys of the `[dedup]` table of a config file.
-const TOML_KEYS: [&str; 10] = [
+const TOML_KEYS: [&str; 11] = [
     "enabled",
     "default_threshold",
     "time_window_secs",
@@ -55,6 +66,7 @@ const TOML_KEYS: [&str; 10] = [
     "thresholds",
     "judge",
     "judge_params",
+    "secrets",
 ];
 
 /// How the check-before-store chain behaves (seed 004's configuration table).
@@ -99,6 +111,10 @@ pub struct DeduplicationConfig {
     /// The local judge's parameter file (`[dedup] judge_params`), kept so that choosing
     /// the local judge later (environment, flag) uses it; `None`: the built-in parameters.
     pub judge_params: Option<PathBuf>,
+    /// What a memory holding credentials (keys, tokens, passwords) gets before it is
+    /// checked and stored (`[dedup] secrets`, `MEMDEDUP_SECRETS`; default
+    /// [`SecretAction::Redact`]).
+    pub secrets: SecretAction,
 }
 
 impl Default for DeduplicationConfig {
@@ -117,6 +133,7 @@ impl Default for DeduplicationConfig {
             redis_url: None,
             pair_judge: PairJudgeChoice::Cosine,
             judge_params: None,
+            secrets: SecretAction::Redact,
         }
     }
 }
@@ -134,6 +151,7 @@ impl fmt::Debug for DeduplicationConfig {
             .field("redis_url", &self.redis_url.as_deref().map(redact_url))
             .field("pair_judge", &self.pair_judge)
             .field("judge_params", &self.judge_params)
+            .field("secrets", &self.secrets)
             .finish()
     }
 }
@@ -192,6 +210,10 @@ impl DeduplicationConfig {
                     }
                 }
                 "judge" => judge = Some(value.as_str().ok_or_else(|| wrong_type(&at, "a string", value))?),
+                "secrets" => {
+                    let name = value.as_str().ok_or_else(|| wrong_type(&at, "a string", value))?;
+                    next.secrets = secret_action(&at, name)?;
+                }
                 "judge_params" => {
                     let path = value.as_str().ok_or_else(|| wrong_type(&at, "a string", value))?;
                     if path.trim().is_empty() {
@@ -269,6 +291,9 @@ impl DeduplicationConfig {
         }
         if let Some(value) = get(ENV_REDIS_URL) {
             next.redis_url = Some(value);
+        }
+        if let Some(value) = get(SECRETS_ENV_VAR) {
+            next.secrets = secret_action(SECRETS_ENV_VAR, &value)?;
         }
         if let Some(value) = get(PAIR_JUDGE_ENV_VAR) {
             next.pair_judge = PairJudgeChoice::from_name(

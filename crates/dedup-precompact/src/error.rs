@@ -25,6 +25,15 @@ pub enum Error {
     /// The embedder refused the request or is unavailable.
     #[error(transparent)]
     Embedder(#[from] dedup_embed::Error),
+    /// The memory holds credentials and `[dedup] secrets = "refuse"` refuses it.
+    #[error(
+        "the text holds credentials ({kinds}) and is refused ([dedup] secrets = \"refuse\"): \
+         remove them, or name where they are kept instead"
+    )]
+    SecretRefused {
+        /// The kinds found, comma separated (never the values).
+        kinds: String,
+    },
     /// The recent-capture cache failed (for example Redis is down or timed out).
     #[error("recent-capture cache unavailable: {0}")]
     RecentCache(String),
@@ -38,7 +47,7 @@ impl Error {
             Error::Store(e) => e.is_unavailable(),
             Error::Embedder(e) => e.is_unavailable(),
             Error::RecentCache(_) => true,
-            Error::Config { .. } => false,
+            Error::Config { .. } | Error::SecretRefused { .. } => false,
         }
     }
 

@@ -30,6 +30,10 @@ pub const CHECK_FAILURES_TOTAL: &str = "dedup_check_failures_total";
 /// backfill has since embedded.
 pub const BACKFILLED_TOTAL: &str = "dedup_backfilled_total";
 
+/// Counter `dedup_secrets_redacted_total`: credentials replaced by `[REDACTED:<kind>]`
+/// before a text was checked or stored.
+pub const SECRETS_REDACTED_TOTAL: &str = "dedup_secrets_redacted_total";
+
 /// The values of the `reason` label of [`SKIPPED_TOTAL`].
 pub const SKIP_REASONS: [&str; 3] = ["exact", "semantic", "recent"];
 /// The values of the `check_type` label of [`CHECK_DURATION_MS`] (the first three are
@@ -54,6 +58,11 @@ fn describe_all() {
         BACKFILLED_TOTAL,
         Unit::Count,
         "Memories stored while the embedder was down that a backfill has since embedded"
+    );
+    describe_counter!(
+        SECRETS_REDACTED_TOTAL,
+        Unit::Count,
+        "Credentials redacted from texts before they were checked or stored"
     );
     describe_counter!(
         CHECK_FAILURES_TOTAL,
@@ -108,6 +117,11 @@ pub fn check_failed(check_type: &'static str) {
 /// A backfill embedded `n` memories.
 pub fn backfilled(n: usize) {
     counter!(BACKFILLED_TOTAL).increment(n as u64);
+}
+
+/// `n` credentials were redacted from a text.
+pub fn secrets_redacted(n: usize) {
+    counter!(SECRETS_REDACTED_TOTAL).increment(n as u64);
 }
 
 /// Hits and lookups counted without a lock.

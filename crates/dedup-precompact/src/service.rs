@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dedup_core::{ContentHash, Embedding, PairVerdict};
+use dedup_core::{ContentHash, Embedding, PairVerdict, SecretAction, redact_secrets};
 use dedup_embed::Embedder;
 use dedup_store::{InsertOutcome, MAX_CONTENT_BYTES, MemoryId, Neighbour, NewMemory, Scope, Store, StoredVector};
 use serde::Serialize;
@@ -145,14 +145,83 @@ impl DeduplicationService {
     ///
     /// Fails only for invalid input (blank, over 1 MiB, NUL characters); a failing
     /// checker is skipped and reported in [`DuplicateCheckResult::degraded`].
+    ///
+    /// Credentials in `content` are handled first, by [`DeduplicationConfig::secrets`]:
+    /// redacted (the check runs on the redacted text, which is what `add` would store),
+    /// refused ([`Error::SecretRefused`](crate::Error::SecretRefused)), or left.
     pub async fn check_duplicate(&self, content: &str, scope: &Scope) -> Result<DuplicateCheckResult> {
-        Ok(self.run_chain(content, scope).await?.result)
+        let (content, redacted) = self.screen(content)?;
+        let mut result = self.run_chain(&content, scope).await?.result;
+        result.redacted = redacted;
+        Ok(result)
+    }
+
+    /// `content` under the secret policy: the text to check and store, and the kinds of
+    /// credentials redacted from it.
+    fn screen(&self, content: &str) -> Result<(String, Vec<String>)> {
+        if self.config.secrets == SecretAction::Allow {
+            return Ok((content.to_owned(), Vec::new()));
+        }
+        let (redacted, kinds) = redact_secrets(content);
+        if kinds.is_empty() {
+            return Ok((redacted, Vec::new()));
+        }
+        if self.config.secrets == SecretAction::Refuse {
+            let mut kinds: Vec<&str> = kinds;
+            kinds.dedup();
+            return Err(crate::Error::SecretRefused { kinds: kinds.join(", ") });
+        }
+        metrics::secrets_redacted(kinds.len());
+        Ok((redacted, kinds.into_iter().map(str::to_owned).collect()))
+    }
+
+    /// `memory` under the secret policy: its content, title and string metadata with
+    /// credentials redacted (or refused), and the kinds redacted.
+    fn screen_memory(&self, mut memory: NewMemory) -> Result<(NewMemory, Vec<String>)> {
+        let (content, mut redacted) = self.screen(&memory.content)?;
+        memory.content = content;
+        if let Some(title) = memory.title.take() {
+            let (title, kinds) = self.screen(&title)?;
+            memory.title = Some(title);
+            redacted.extend(kinds);
+        }
+        for value in memory.metadata.values_mut() {
+            self.screen_json(value, &mut redacted)?;
+        }
+        Ok((memory, redacted))
+    }
+
+    fn screen_json(&self, value: &mut serde_json::Value, redacted: &mut Vec<String>) -> Result<()> {
+        match value {
+            serde_json::Value::String(text) => {
+                let (clean, kinds) = self.screen(text)?;
+                if !kinds.is_empty() {
+                    *text = clean;
+                    redacted.extend(kinds);
+                }
+            }
+            serde_json::Value::Array(items) => {
+                for item in items {
+                    self.screen_json(item, redacted)?;
+                }
+            }
+            serde_json::Value::Object(map) => {
+                for item in map.values_mut() {
+                    self.screen_json(item, redacted)?;
+                }
+            }
+            _ => {}
+        }
+        Ok(())
     }
 
     /// Remembers that `content` was just captured in `scope` as memory `id`, for the
     /// recent-capture check. Never fails: a cache failure is logged and counted.
     pub async fn record_capture(&self, content: &str, scope: &Scope, id: MemoryId) {
-        self.record_hash(&ContentHash::of(content), scope, id).await;
+        // The hash of what was stored: the text after redaction.
+        let content =
+            if self.config.secrets == SecretAction::Allow { content.to_owned() } else { redact_secrets(content).0 };
+        self.record_hash(&ContentHash::of(&content), scope, id).await;
     }
 
     async fn record_hash(&self, hash: &ContentHash, scope: &Scope, id: MemoryId) {
@@ -174,9 +243,11 @@ impl DeduplicationService {
     /// matched memory's occurrence count and is counted in the store's skip statistics.
     /// Checker failures fail open: the memory is stored and the failure counted.
     pub async fn add(&self, memory: NewMemory) -> Result<AddOutcome> {
+        let (memory, redacted) = self.screen_memory(memory)?;
         let chain = self.run_chain(&memory.content, &memory.scope).await?;
         let scope = memory.scope.clone();
         let mut result = chain.result;
+        result.redacted = redacted;
         if result.is_duplicate {
             self.note_skip(&scope, &result).await;
             return Ok(AddOutcome { stored: None, urn: None, check: result, embedded: false });
@@ -285,6 +356,7 @@ impl DeduplicationService {
             probability: None,
             likely_duplicate: None,
             notes: Vec::new(),
+            redacted: Vec::new(),
         };
         let mut lock_threshold = self.config.pair_judge.floor(result.threshold);
         let mut vector = ChainVector::default();

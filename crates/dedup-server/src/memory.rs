@@ -123,7 +123,8 @@ fn service(state: &AppState) -> ApiResult<&DeduplicationService> {
 }
 
 /// A failure of the chain: the store's own classification for a store error (400 for
-/// input it refuses, 503 when it is unavailable), 503 when the embedder or the
+/// input it refuses, 503 when it is unavailable), 400 for a text refused for its
+/// credentials, 503 when the embedder or the
 /// recent-capture cache is unavailable, 500 otherwise.
 fn failed(doing: &str, error: dedup_precompact::Error) -> ApiError {
     use dedup_precompact::Error as E;
@@ -138,6 +139,7 @@ fn failed(doing: &str, error: dedup_precompact::Error) -> ApiError {
                 ApiError::internal(format!("{doing} failed: {}", error.message()))
             }
         }
+        error @ E::SecretRefused { .. } => ApiError::bad_request(format!("{doing} refused: {error}")),
         error if error.is_unavailable() => ApiError::unavailable(format!("{doing} failed: {error}")),
         error => ApiError::internal(format!("{doing} failed: {error}")),
     }

@@ -133,6 +133,10 @@ pub struct DuplicateCheckResult {
     /// learned judge had no model and cosine decided.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// The kinds of credentials replaced by `[REDACTED:<kind>]` before the text was checked
+    /// (and stored), in order (`[dedup] secrets = "redact"`); never the values.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redacted: Vec<String>,
 }
 
 /// A judge's name; an alias so that reading it back does not borrow from the input.
@@ -149,8 +153,23 @@ fn judge_name<'de, D: Deserializer<'de>>(deserializer: D) -> std::result::Result
 impl DuplicateCheckResult {
     /// One line saying what the check found and why, for a check of content in `scope`:
     /// `duplicate of memdedup://…: semantically similar, cosine 0.9612 >= threshold 0.90`.
-    /// Scores are rounded to four decimals.
+    /// Scores are rounded to four decimals. Credentials redacted from the text are named
+    /// at the end (`; credentials redacted: aws_access_key_id`).
     pub fn explanation(&self, scope: &Scope) -> String {
+        let mut line = self.verdict_explanation(scope);
+        line.push_str(&self.redaction_note());
+        line
+    }
+
+    /// `; credentials redacted: KIND, KIND` when the text had some, else nothing.
+    pub fn redaction_note(&self) -> String {
+        if self.redacted.is_empty() {
+            return String::new();
+        }
+        format!("; credentials redacted: {}", self.redacted.join(", "))
+    }
+
+    fn verdict_explanation(&self, scope: &Scope) -> String {
         let score = |value: f32| (f64::from(value) * 10_000.0).round() / 10_000.0;
         let urn = self.matched_urn.as_deref().unwrap_or("?");
         match self.reason {
@@ -237,6 +256,11 @@ impl AddOutcome {
                     format!(" ({})", self.check.explanation(scope))
                 } else {
                     String::new()
+                };
+                let note = if matches!(self.check.verdict, PairVerdict::Related | PairVerdict::Uncertain) {
+                    note
+                } else {
+                    format!("{note}{}", self.check.redaction_note())
                 };
                 format!("stored {urn}{note}")
             }

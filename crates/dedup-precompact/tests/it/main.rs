@@ -3,5 +3,6 @@
 mod concurrency;
 mod fail_open;
 mod recent_across;
+mod secrets;
 mod seed_004;
 mod support;
