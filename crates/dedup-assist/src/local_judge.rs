@@ -81,7 +81,7 @@ impl LocalBatchJudge {
     /// The learned pair judge over `scorer`; its model is `learned-judge/<the first 16 hex
     /// digits of the model file's sha256>`.
     pub fn learned(scorer: Arc<dyn PairScorer>) -> LocalBatchJudge {
-        let sha = scorer.settings().model_sha256.chars().take(16).collect::<String>();
+        let sha = scorer.settings().models_fingerprint();
         LocalBatchJudge {
             judge: LocalJudge::default(),
             learned: Some(scorer),
@@ -131,7 +131,7 @@ impl LocalBatchJudge {
     }
 
     /// The verdicts on `pairs` of (first text, second text, cosine): the local judge's,
-    /// or the learned one's from its model's logits (all pairs at once).
+    /// or the learned one's from its models' scores (all pairs at once).
     fn judge_pairs(&self, pairs: &[(&str, &str, f32)]) -> std::result::Result<Vec<PairJudgement>, String> {
         let Some(scorer) = &self.learned else {
             return Ok(pairs.iter().map(|&(a, b, cosine)| self.judge.judge(a, b, cosine)).collect());
@@ -139,19 +139,19 @@ impl LocalBatchJudge {
         let settings = scorer.settings();
         let scored: Vec<(&str, &str)> =
             pairs.iter().filter(|p| p.2 >= settings.candidate_floor).map(|&(a, b, _)| (a, b)).collect();
-        let logits = if scored.is_empty() { Vec::new() } else { scorer.logits(&scored)? };
-        if logits.len() != scored.len() {
-            return Err(format!("the model gave {} results for {} pairs", logits.len(), scored.len()));
+        let scores = if scored.is_empty() { Vec::new() } else { scorer.scores(&scored)? };
+        if scores.len() != scored.len() {
+            return Err(format!("the model gave {} results for {} pairs", scores.len(), scored.len()));
         }
-        let mut logits = logits.into_iter();
+        let mut scores = scores.into_iter();
         Ok(pairs
             .iter()
             .map(|&(a, b, cosine)| {
                 if cosine < settings.candidate_floor {
                     return settings.below_floor(a, b, cosine);
                 }
-                match logits.next() {
-                    Some(l) => settings.judge(a, b, &l, cosine),
+                match scores.next() {
+                    Some(s) => settings.judge(a, b, &s, cosine),
                     None => settings.below_floor(a, b, cosine),
                 }
             })

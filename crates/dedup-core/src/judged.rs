@@ -8,8 +8,8 @@
 use rayon::prelude::*;
 
 use crate::{
-    Edge, Embedding, Error, GuardedGrouping, LearnedJudgeSettings, Linkage, LocalJudge, PairJudgement, PairVerdict,
-    Result, TextFeatures, group_confirmed,
+    Edge, Embedding, Error, GuardedGrouping, LearnedJudgeSettings, Linkage, LocalJudge, PairJudgement, PairScores,
+    PairVerdict, Result, TextFeatures, group_confirmed,
 };
 
 /// A pair the judge was asked about and did not confirm, though its cosine reached the
@@ -156,25 +156,25 @@ pub fn group_judged(
 }
 
 /// Groups from the learned judge's verdicts: `candidates` are the pairs whose cosine
-/// reaches the judge's candidate floor (from [`similar_pairs`]), `logits` the model's
-/// relation logits for each of them, in the same order. Pairs the judge calls duplicates
+/// reaches the judge's candidate floor (from [`similar_pairs`]), `scores` the models'
+/// scores for each of them, in the same order. Pairs the judge calls duplicates
 /// are the links; `linkage` decides how groups may be joined, and a pair it needs that is
 /// not a candidate is below the floor, so never a duplicate (unless the texts are the
 /// same after normalisation). The rejected pairs are those the judge left uncertain plus
 /// those it kept apart whose cosine reaches `report_from` (what a cosine threshold would
 /// have merged).
 ///
-/// Fails when `logits` and `candidates` differ in length or an index is out of range.
+/// Fails when `scores` and `candidates` differ in length or an index is out of range.
 pub fn group_learned(
     texts: &[&str],
     candidates: &[Edge],
-    logits: &[[f32; 4]],
+    scores: &[PairScores],
     settings: &LearnedJudgeSettings,
     report_from: f32,
     linkage: Linkage,
 ) -> Result<JudgedGrouping> {
-    if candidates.len() != logits.len() {
-        return Err(Error::DimensionMismatch { expected: candidates.len(), actual: logits.len() });
+    if candidates.len() != scores.len() {
+        return Err(Error::DimensionMismatch { expected: candidates.len(), actual: scores.len() });
     }
     if let Some(bad) = candidates.iter().find(|e| e.a.max(e.b) >= texts.len()) {
         return Err(Error::DimensionMismatch { expected: texts.len(), actual: bad.a.max(bad.b) + 1 });
@@ -182,8 +182,8 @@ pub fn group_learned(
     let mut verdicts = std::collections::HashMap::with_capacity(candidates.len());
     let mut links = Vec::new();
     let mut rejected = Vec::new();
-    for (edge, logits) in candidates.iter().zip(logits) {
-        let judgement = settings.judge(texts[edge.a], texts[edge.b], logits, edge.score);
+    for (edge, scores) in candidates.iter().zip(scores) {
+        let judgement = settings.judge(texts[edge.a], texts[edge.b], scores, edge.score);
         if judgement.is_duplicate() {
             links.push(*edge);
         } else if judgement.verdict == PairVerdict::Uncertain || edge.score >= report_from {

@@ -1,22 +1,28 @@
-//! The learned pair judge's decision: from a cross-encoder's relation logits and the
-//! pair's cosine to a calibrated P(duplicate), a relation and a verdict.
+//! The learned pair judge's decision: from a pair's learned scores and its cosine to a
+//! calibrated P(duplicate), a relation and a verdict.
 //!
-//! The model (run by dedup-embed) reads both texts together and scores four relations
-//! ([`Relation`]). [`LearnedJudgeSettings`] (the `judge.json` that `cargo xtask
-//! train-judge` writes beside the model) turns the duplicate log-odds and the cosine into
-//! a probability with a logistic decision fitted on a calibration split, and holds the
+//! The models (run by dedup-embed) give [`PairScores`]: a fine-tuned embedder's cosine
+//! (`tuned_cosine`), and, when the judge has one, a cross-encoder's logits over four
+//! relations ([`Relation`]) read from both texts together. [`LearnedJudgeSettings`] (the
+//! `judge.json` that `cargo xtask train-judge` writes beside the models) names the
+//! features its decision weighs, turns them into a probability with a logistic decision
+//! fitted on a calibration split, and holds the
 //! bands: a duplicate at or above `duplicate_threshold` (chosen for precision >= 0.98 on
 //! held-out data), **uncertain** between `uncertain_threshold` and it (never merged
 //! automatically; reported for review), related or unique below. Pairs under
 //! `candidate_floor` are never judged: they are unique by their cosine alone.
 //!
-//! **Invariants:** the decision depends only on the logits, the cosine and the settings;
+//! **Invariants:** the decision depends only on the scores, the cosine and the settings;
 //! a text is a duplicate of itself (texts equal after [`normalize_content`] are
 //! duplicates without asking the model).
 
 use serde::{Deserialize, Serialize};
 
 use crate::{Contrast, Error, PairJudgement, PairVerdict, Result, TextFeatures, contrast_features, normalize_content};
+
+/// Without a cross-encoder, a pair below the uncertain band at this cosine or more reads
+/// as related (same topic, another claim), under it as unique.
+pub const RELATED_COSINE: f32 = 0.5;
 
 /// The relations the model scores, in the order of its logits.
 pub const RELATIONS: [Relation; 4] =
@@ -48,11 +54,25 @@ impl Relation {
     }
 }
 
-/// The logistic decision over the model's duplicate log-odds and the cosine.
+/// The features a decision may weigh: the cross-encoder's duplicate log-odds, the
+/// embedder's cosine (the one stored vectors give), and the fine-tuned embedder's cosine.
+pub const FEATURES: [&str; 3] = ["duplicate_log_odds", "cosine", "tuned_cosine"];
+
+/// What the judge's models say about one pair of texts.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct PairScores {
+    /// The cross-encoder's relation logits, in [`RELATIONS`] order (when the judge has a
+    /// cross-encoder).
+    pub logits: Option<[f32; 4]>,
+    /// The cosine of the two texts under the fine-tuned embedder (when the judge has one).
+    pub tuned_cosine: Option<f32>,
+}
+
+/// The logistic decision over the pair's features.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Decision {
-    /// The inputs, in order: must be `["duplicate_log_odds", "cosine"]`.
+    /// The inputs, in order, each one of [`FEATURES`] at most once.
     pub features: Vec<String>,
     /// One weight per feature.
     pub weights: Vec<f64>,
@@ -66,13 +86,24 @@ pub struct Decision {
 pub struct LearnedJudgeSettings {
     /// The file format, 1.
     pub format: u32,
-    /// The model file's name.
-    pub model_file: String,
-    /// The model file's sha256 (lowercase hex).
-    pub model_sha256: String,
+    /// The cross-encoder's file name, when the decision weighs `duplicate_log_odds`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_file: Option<String>,
+    /// The cross-encoder's sha256 (lowercase hex).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_sha256: Option<String>,
+    /// The fine-tuned embedder's file name, when the decision weighs `tuned_cosine`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub embedder_file: Option<String>,
+    /// The fine-tuned embedder's sha256 (lowercase hex).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub embedder_sha256: Option<String>,
+    /// Most tokens of one text for the fine-tuned embedder (the rest is cut).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub embedder_max_len: Option<usize>,
     /// `int8` or `fp32`.
     pub weights: String,
-    /// Most tokens of a pair (both texts, truncated longest first).
+    /// Most tokens of a pair for the cross-encoder (both texts, truncated longest first).
     pub max_len: usize,
     /// How a pair is ordered before it is encoded (free-form, for people).
     pub order: String,
@@ -112,8 +143,33 @@ impl LearnedJudgeSettings {
         if self.relations != RELATIONS {
             return bad(format!("relations {:?} are not unique, related, contradiction, duplicate", self.relations));
         }
-        if self.decision.features != ["duplicate_log_odds", "cosine"] || self.decision.weights.len() != 2 {
-            return bad("the decision must weigh exactly duplicate_log_odds and cosine".into());
+        let features = &self.decision.features;
+        if features.is_empty()
+            || features.iter().any(|f| !FEATURES.contains(&f.as_str()))
+            || (1..features.len()).any(|i| features[..i].contains(&features[i]))
+            || self.decision.weights.len() != features.len()
+        {
+            return bad(format!(
+                "the decision must weigh distinct features among {} with one weight each, got {features:?} and {} weights",
+                FEATURES.join(", "),
+                self.decision.weights.len()
+            ));
+        }
+        if self.uses("duplicate_log_odds") != (self.model_file.is_some() && self.model_sha256.is_some()) {
+            return bad(
+                "model_file and model_sha256 are needed exactly when the decision weighs duplicate_log_odds".into()
+            );
+        }
+        if self.uses("tuned_cosine")
+            != (self.embedder_file.is_some() && self.embedder_sha256.is_some() && self.embedder_max_len.is_some())
+        {
+            return bad(
+                "embedder_file, embedder_sha256 and embedder_max_len are needed exactly when the decision weighs tuned_cosine"
+                    .into(),
+            );
+        }
+        if self.embedder_max_len.is_some_and(|n| n < 8) {
+            return bad(format!("embedder_max_len {:?} is too short", self.embedder_max_len));
         }
         if !self.decision.weights.iter().chain([&self.decision.bias]).all(|w| w.is_finite()) {
             return bad("the decision's weights must be finite".into());
@@ -135,16 +191,48 @@ impl LearnedJudgeSettings {
         Ok(())
     }
 
-    /// The calibrated P(duplicate) of a pair with these relation logits and cosine.
-    pub fn probability(&self, logits: &[f32; 4], cosine: f32) -> f32 {
-        let w = &self.decision.weights;
-        let z = w[0] * duplicate_log_odds(logits) + w[1] * f64::from(cosine) + self.decision.bias;
+    /// A short name of the judge's models: the first 16 hex digits of each one's sha256
+    /// (embedder, then cross-encoder), joined by `+`.
+    pub fn models_fingerprint(&self) -> String {
+        [&self.embedder_sha256, &self.model_sha256]
+            .into_iter()
+            .flatten()
+            .map(|sha| sha.chars().take(16).collect::<String>())
+            .collect::<Vec<_>>()
+            .join("+")
+    }
+
+    /// Whether the decision weighs `feature` (one of [`FEATURES`]).
+    pub fn uses(&self, feature: &str) -> bool {
+        self.decision.features.iter().any(|f| f == feature)
+    }
+
+    /// Whether the judge runs a cross-encoder (its decision weighs `duplicate_log_odds`).
+    pub fn uses_cross_encoder(&self) -> bool {
+        self.uses("duplicate_log_odds")
+    }
+
+    /// Whether the judge runs a fine-tuned embedder (its decision weighs `tuned_cosine`).
+    pub fn uses_embedder(&self) -> bool {
+        self.uses("tuned_cosine")
+    }
+
+    /// The calibrated P(duplicate) of a pair with these scores and cosine. A feature the
+    /// scores lack counts as 0 (a scorer always gives what the settings use).
+    pub fn probability(&self, scores: &PairScores, cosine: f32) -> f32 {
+        let value = |feature: &str| match feature {
+            "duplicate_log_odds" => scores.logits.as_ref().map_or(0.0, duplicate_log_odds),
+            "cosine" => f64::from(cosine),
+            _ => f64::from(scores.tuned_cosine.unwrap_or(0.0)),
+        };
+        let z = self.decision.features.iter().zip(&self.decision.weights).map(|(f, w)| w * value(f)).sum::<f64>()
+            + self.decision.bias;
         (1.0 / (1.0 + (-z).exp())) as f32
     }
 
-    /// The verdict on two texts from the model's logits for them and their cosine, with
+    /// The verdict on two texts from the models' scores for them and their cosine, with
     /// reasons; the text contrasts found are listed as explanation, never as causes.
-    pub fn judge(&self, first: &str, second: &str, logits: &[f32; 4], cosine: f32) -> PairJudgement {
+    pub fn judge(&self, first: &str, second: &str, scores: &PairScores, cosine: f32) -> PairJudgement {
         let (a, b) = (TextFeatures::new(first), TextFeatures::new(second));
         if a.normalized == b.normalized {
             return PairJudgement {
@@ -156,13 +244,13 @@ impl LearnedJudgeSettings {
                 relation: Some(Relation::Duplicate),
             };
         }
-        self.decide(logits, cosine, contrast_features(&a, &b))
+        self.decide(scores, cosine, contrast_features(&a, &b))
     }
 
     /// The verdict of a pair below the candidate floor: unique, without the model.
     pub fn below_floor(&self, first: &str, second: &str, cosine: f32) -> PairJudgement {
         if normalize_content(first) == normalize_content(second) {
-            return self.judge(first, second, &[0.0; 4], cosine);
+            return self.judge(first, second, &PairScores::default(), cosine);
         }
         PairJudgement {
             verdict: PairVerdict::Unique,
@@ -174,15 +262,24 @@ impl LearnedJudgeSettings {
         }
     }
 
-    /// The verdict from logits, cosine and the contrasts found (explanation only).
-    pub fn decide(&self, logits: &[f32; 4], cosine: f32, contrasts: Vec<Contrast>) -> PairJudgement {
-        let p = self.probability(logits, cosine);
-        let relation = strongest_relation(logits);
+    /// The verdict from the scores, the cosine and the contrasts found (explanation only).
+    ///
+    /// Below the uncertain band the relation is the cross-encoder's when the judge has one;
+    /// without one, a pair at cosine [`RELATED_COSINE`] or more is related, else unique.
+    pub fn decide(&self, scores: &PairScores, cosine: f32, contrasts: Vec<Contrast>) -> PairJudgement {
+        let p = self.probability(scores, cosine);
+        let tuned = scores.tuned_cosine.map(|t| format!(", tuned cosine {t:.3}")).unwrap_or_default();
+        let relation = match &scores.logits {
+            Some(logits) => strongest_relation(logits),
+            None if p >= self.duplicate_threshold => Relation::Duplicate,
+            None if cosine >= RELATED_COSINE => Relation::Related,
+            None => Relation::Unique,
+        };
         let (verdict, mut reasons) = if p >= self.duplicate_threshold {
             (
                 PairVerdict::Duplicate,
                 vec![format!(
-                    "learned judge: P(duplicate) {p:.3} reaches {:.3} (cosine {cosine:.3})",
+                    "learned judge: P(duplicate) {p:.3} reaches {:.3} (cosine {cosine:.3}{tuned})",
                     self.duplicate_threshold
                 )],
             )
@@ -190,22 +287,23 @@ impl LearnedJudgeSettings {
             (
                 PairVerdict::Uncertain,
                 vec![format!(
-                    "learned judge: P(duplicate) {p:.3} is in the uncertain band [{:.3}, {:.3}): not merged, to review",
+                    "learned judge: P(duplicate) {p:.3} is in the uncertain band [{:.3}, {:.3}): not merged, to review (cosine {cosine:.3}{tuned})",
                     self.uncertain_threshold, self.duplicate_threshold
                 )],
             )
         } else {
             let verdict = if relation == Relation::Unique { PairVerdict::Unique } else { PairVerdict::Related };
-            let reads = match relation {
-                Relation::Contradiction => "they contradict each other",
-                Relation::Related => "same topic, another claim",
-                Relation::Unique => "different topics",
-                Relation::Duplicate => "close, but not sure enough",
+            let reads = match (relation, scores.logits.is_some()) {
+                (Relation::Contradiction, _) => "they contradict each other",
+                (Relation::Related, true) => "same topic, another claim",
+                (Relation::Related, false) => "close, but another claim",
+                (Relation::Unique, _) => "different topics",
+                (Relation::Duplicate, _) => "close, but not sure enough",
             };
             (
                 verdict,
                 vec![format!(
-                    "learned judge: P(duplicate) {p:.3} is below {:.3}; {reads} (cosine {cosine:.3})",
+                    "learned judge: P(duplicate) {p:.3} is below {:.3}; {reads} (cosine {cosine:.3}{tuned})",
                     self.uncertain_threshold
                 )],
             )
@@ -215,17 +313,17 @@ impl LearnedJudgeSettings {
     }
 }
 
-/// What runs the learned judge's model: its settings and the relation logits of pairs of
-/// texts. dedup-embed's `PairJudgeModel` is the implementation; the checker chain and the
-/// scans take any (a test double, another runtime).
+/// What runs the learned judge's models: its settings and the scores of pairs of texts.
+/// dedup-embed's `PairJudgeModel` is the implementation; the checker chain and the scans
+/// take any (a test double, another runtime).
 ///
-/// `logits` is CPU-heavy: async callers run it on a blocking thread.
+/// `scores` is CPU-heavy: async callers run it on a blocking thread.
 pub trait PairScorer: Send + Sync + std::fmt::Debug {
     /// The judge's calibrated settings.
     fn settings(&self) -> &LearnedJudgeSettings;
-    /// The relation logits of each pair, in input order; the error says why the model
-    /// could not run.
-    fn logits(&self, pairs: &[(&str, &str)]) -> std::result::Result<Vec<[f32; 4]>, String>;
+    /// The scores of each pair, in input order, with every feature the settings use; the
+    /// error says why a model could not run.
+    fn scores(&self, pairs: &[(&str, &str)]) -> std::result::Result<Vec<PairScores>, String>;
 }
 
 /// log P(duplicate) - log P(not duplicate) from the four relation logits.

@@ -79,7 +79,9 @@ pub use judge::{
 pub use judged::{
     JudgedGrouping, RejectedPair, group_by_cosine, group_judged, group_learned, keep_nearest, similar_pairs,
 };
-pub use learned_judge::{Decision, LearnedJudgeSettings, PairScorer, RELATIONS, Relation};
+pub use learned_judge::{
+    Decision, FEATURES, LearnedJudgeSettings, PairScorer, PairScores, RELATED_COSINE, RELATIONS, Relation,
+};
 pub use local_judge::{LocalJudge, LocalJudgeParams, PairJudgement, PairVerdict};
 pub use merge::{Absorbed, MergePlan, MergedGroup, merge_counters};
 pub use playbook::{CANONICAL_SECTIONS, Entry, EntryRef, Playbook};

@@ -32,7 +32,8 @@ pub use dedup_core::Embedding;
 pub use error::{Error, Result};
 #[cfg(feature = "local")]
 pub use local::{
-    LOCAL_MODEL_ID, LocalEmbedder, LocalOptions, PAIR_JUDGE_MODEL_FILE, PAIR_JUDGE_SETTINGS_FILE, PairJudgeModel,
+    JUDGE_EMBEDDER_FILE, LOCAL_MODEL_ID, LocalEmbedder, LocalOptions, PAIR_JUDGE_MODEL_FILE, PAIR_JUDGE_SETTINGS_FILE,
+    PairJudgeModel,
 };
 pub use model_dir::{
     HOME_ENV_VAR, MODEL_DIR_ENV_VAR, MODEL_DIR_NAME, ModelDir, ModelFile, ModelLock, PinnedWheel, RepoFile, model_lock,

@@ -12,11 +12,11 @@ use crate::{Embedder, Embedding, Error, ModelDir, Result};
 mod model;
 mod pair;
 
-pub use self::pair::{PAIR_JUDGE_MODEL_FILE, PAIR_JUDGE_SETTINGS_FILE, PairJudgeModel};
+pub use self::pair::{JUDGE_EMBEDDER_FILE, PAIR_JUDGE_MODEL_FILE, PAIR_JUDGE_SETTINGS_FILE, PairJudgeModel};
 
 /// Model id reported by [`LocalEmbedder`], and the key of its cached vectors.
 pub const LOCAL_MODEL_ID: &str = "all-MiniLM-L6-v2-int8";
-const LOCAL_DIMS: usize = 384;
+pub(crate) const LOCAL_DIMS: usize = 384;
 
 /// Tuning for [`LocalEmbedder`].
 ///

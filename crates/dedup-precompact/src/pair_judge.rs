@@ -271,13 +271,13 @@ fn learned_judgements(
     let (judged, below): (Vec<usize>, Vec<usize>) =
         (0..existing.len()).partition(|&i| existing[i].1 >= settings.candidate_floor);
     let pairs: Vec<(&str, &str)> = judged.iter().map(|&i| (new, existing[i].0)).collect();
-    let logits = if pairs.is_empty() { Vec::new() } else { scorer.logits(&pairs).map_err(|e| unusable(&e))? };
-    if logits.len() != pairs.len() {
-        return Err(unusable(&format!("the model gave {} results for {} pairs", logits.len(), pairs.len())));
+    let scores = if pairs.is_empty() { Vec::new() } else { scorer.scores(&pairs).map_err(|e| unusable(&e))? };
+    if scores.len() != pairs.len() {
+        return Err(unusable(&format!("the model gave {} results for {} pairs", scores.len(), pairs.len())));
     }
     let mut out: Vec<Option<PairJudgement>> = vec![None; existing.len()];
-    for (&i, logits) in judged.iter().zip(&logits) {
-        out[i] = Some(settings.judge(new, existing[i].0, logits, existing[i].1));
+    for (&i, scores) in judged.iter().zip(&scores) {
+        out[i] = Some(settings.judge(new, existing[i].0, scores, existing[i].1));
     }
     for i in below {
         out[i] = Some(settings.below_floor(new, existing[i].0, existing[i].1));

@@ -242,14 +242,14 @@ impl PairTable {
             keys.iter().map(|&(a, b)| (items[a].text.clone(), items[b].text.clone())).collect();
         let (judged, model) = tokio::task::spawn_blocking(move || {
             let refs: Vec<(&str, &str)> = texts.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
-            let logits = model.logits(&refs);
-            (logits.map(|l| (texts, l)), model)
+            let scores = model.scores(&refs);
+            (scores.map(|s| (texts, s)), model)
         })
         .await?;
-        let (texts, logits) = judged?;
-        for ((key, (a, b)), logits) in keys.iter().zip(&texts).zip(&logits) {
+        let (texts, scores) = judged?;
+        for ((key, (a, b)), scores) in keys.iter().zip(&texts).zip(&scores) {
             if let Some(pair) = self.pairs.get_mut(key) {
-                pair.learned = Some(model.settings().judge(a, b, logits, pair.cosine));
+                pair.learned = Some(model.settings().judge(a, b, scores, pair.cosine));
             }
         }
         Ok(())

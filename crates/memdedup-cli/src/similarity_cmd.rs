@@ -24,8 +24,8 @@ pub(crate) async fn run(global: &GlobalArgs, args: &SimilarityArgs) -> Result<()
                 settings.below_floor(first, second, cosine)
             } else {
                 let (a, b, judge) = (args.first.clone(), args.second.clone(), model.clone());
-                let logits = tokio::task::spawn_blocking(move || judge.logits(&[(a.as_str(), b.as_str())])).await??;
-                settings.judge(first, second, &logits[0], cosine)
+                let scores = tokio::task::spawn_blocking(move || judge.scores(&[(a.as_str(), b.as_str())])).await??;
+                settings.judge(first, second, &scores[0], cosine)
             })
         }
     };

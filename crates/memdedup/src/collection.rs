@@ -178,9 +178,9 @@ async fn learned_off_executor(
         let all = similar_pairs(&embeddings, settings.candidate_floor)?;
         let candidates = keep_nearest(&all, embeddings.len(), dedup_precompact::LEARNED_CANDIDATES);
         let pairs: Vec<(&str, &str)> = candidates.iter().map(|e| (texts[e.a].as_str(), texts[e.b].as_str())).collect();
-        let logits = scorer.logits(&pairs).map_err(|e| crate::Error::Embedder(dedup_embed::Error::Inference(e)))?;
+        let scores = scorer.scores(&pairs).map_err(|e| crate::Error::Embedder(dedup_embed::Error::Inference(e)))?;
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-        let judged = group_learned(&refs, &candidates, &logits, settings, threshold.as_f32(), linkage)?;
+        let judged = group_learned(&refs, &candidates, &scores, settings, threshold.as_f32(), linkage)?;
         Ok((judged.grouping, judged.rejected))
     };
     match tokio::runtime::Handle::try_current() {

@@ -247,7 +247,7 @@ impl PairScorer for TableScorer {
         &self.0
     }
 
-    fn logits(&self, pairs: &[(&str, &str)]) -> std::result::Result<Vec<[f32; 4]>, String> {
+    fn scores(&self, pairs: &[(&str, &str)]) -> std::result::Result<Vec<dedup_core::PairScores>, String> {
         Ok(pairs
             .iter()
             .map(|&(a, b)| {
@@ -260,6 +260,7 @@ impl PairScorer for TableScorer {
                     [-4.0, 4.0, -4.0, -4.0]
                 }
             })
+            .map(|l| dedup_core::PairScores { logits: Some(l), tuned_cosine: None })
             .collect())
     }
 }
@@ -288,7 +289,7 @@ impl PairScorer for BrokenScorer {
         &self.0
     }
 
-    fn logits(&self, _: &[(&str, &str)]) -> std::result::Result<Vec<[f32; 4]>, String> {
+    fn scores(&self, _: &[(&str, &str)]) -> std::result::Result<Vec<dedup_core::PairScores>, String> {
         Err("the model file is gone".to_owned())
     }
 }

@@ -172,7 +172,8 @@ fn learned_grouping_links_only_confirmed_pairs_and_reports_the_uncertain_ones() 
     let texts = ["run migrations first", "apply migrations before boot", "never run migrations first", "unrelated"];
     let candidates =
         [Edge { a: 0, b: 1, score: 0.7 }, Edge { a: 1, b: 2, score: 0.6 }, Edge { a: 0, b: 2, score: 0.9 }];
-    let logits = [[-5.0, -5.0, -5.0, 5.0], [0.0, 0.0, 0.0, 2.0], [-3.0, 0.0, 4.0, -3.0]];
+    let logits = [[-5.0, -5.0, -5.0, 5.0], [0.0, 0.0, 0.0, 2.0], [-3.0, 0.0, 4.0, -3.0]]
+        .map(|l| crate::PairScores { logits: Some(l), tuned_cosine: None });
     let judged = group_learned(&texts, &candidates, &logits, &learned_settings(), 0.85, Linkage::Complete).unwrap();
     let groups: Vec<Vec<usize>> = judged.grouping.groups.iter().map(|g| g.members.clone()).collect();
     assert_eq!(groups, vec![vec![0, 1]]);

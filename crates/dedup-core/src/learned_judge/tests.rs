@@ -13,6 +13,11 @@ fn settings_json(duplicate: f32, uncertain: f32) -> String {
     )
 }
 
+/// Scores with only cross-encoder logits.
+fn ce(logits: [f32; 4]) -> PairScores {
+    PairScores { logits: Some(logits), tuned_cosine: None }
+}
+
 fn settings() -> LearnedJudgeSettings {
     LearnedJudgeSettings::parse(&settings_json(0.9, 0.5)).unwrap()
 }
@@ -21,42 +26,42 @@ fn settings() -> LearnedJudgeSettings {
 fn probability_is_the_logistic_of_log_odds_and_cosine() {
     let s = settings();
     // Equal logits: duplicate log-odds = -ln 3; z = -ln 3 + 2 * 0.5 - 1.
-    let p = s.probability(&[0.0; 4], 0.5);
+    let p = s.probability(&ce([0.0; 4]), 0.5);
     let z = -(3.0f64).ln();
     assert!((f64::from(p) - 1.0 / (1.0 + (-z).exp())).abs() < 1e-6, "{p}");
     // More duplicate logit or more cosine never lowers it.
-    assert!(s.probability(&[0.0, 0.0, 0.0, 2.0], 0.5) > p);
-    assert!(s.probability(&[0.0; 4], 0.9) > p);
-    assert!(s.probability(&[0.0, 0.0, 3.0, 0.0], 0.5) < p);
+    assert!(s.probability(&ce([0.0, 0.0, 0.0, 2.0]), 0.5) > p);
+    assert!(s.probability(&ce([0.0; 4]), 0.9) > p);
+    assert!(s.probability(&ce([0.0, 0.0, 3.0, 0.0]), 0.5) < p);
 }
 
 #[test]
 fn bands_give_duplicate_uncertain_related_and_unique() {
     let s = settings();
-    let dup = s.decide(&[-3.0, -3.0, -3.0, 6.0], 0.9, Vec::new());
+    let dup = s.decide(&ce([-3.0, -3.0, -3.0, 6.0]), 0.9, Vec::new());
     assert_eq!(dup.verdict, PairVerdict::Duplicate, "{dup:?}");
     assert!(dup.probability.unwrap() >= 0.9);
     assert!(dup.reasons[0].contains("reaches"), "{:?}", dup.reasons);
 
-    let unsure = s.decide(&[0.0, 0.0, 0.0, 1.5], 0.6, Vec::new());
+    let unsure = s.decide(&ce([0.0, 0.0, 0.0, 1.5]), 0.6, Vec::new());
     let p = unsure.probability.unwrap();
     assert!((0.5..0.9).contains(&p), "{p}");
     assert_eq!(unsure.verdict, PairVerdict::Uncertain);
     assert!(unsure.reasons[0].contains("uncertain band"));
 
-    let contra = s.decide(&[-2.0, 0.0, 4.0, -2.0], 0.8, Vec::new());
+    let contra = s.decide(&ce([-2.0, 0.0, 4.0, -2.0]), 0.8, Vec::new());
     assert_eq!(contra.verdict, PairVerdict::Related);
     assert_eq!(contra.relation, Some(Relation::Contradiction));
     assert!(contra.reasons[0].contains("contradict"), "{:?}", contra.reasons);
 
-    let other = s.decide(&[4.0, 0.0, 0.0, -2.0], 0.4, Vec::new());
+    let other = s.decide(&ce([4.0, 0.0, 0.0, -2.0]), 0.4, Vec::new());
     assert_eq!(other.verdict, PairVerdict::Unique);
 }
 
 #[test]
 fn same_text_is_a_duplicate_without_the_model_and_below_floor_is_unique() {
     let s = settings();
-    let j = s.judge("Use tabs.", "  use TABS. ", &[9.0, 0.0, 0.0, -9.0], 0.2);
+    let j = s.judge("Use tabs.", "  use TABS. ", &ce([9.0, 0.0, 0.0, -9.0]), 0.2);
     assert_eq!(j.verdict, PairVerdict::Duplicate);
     let j = s.below_floor("Use tabs.", "Prefer composition over inheritance.", 0.1);
     assert_eq!(j.verdict, PairVerdict::Unique);
@@ -67,7 +72,8 @@ fn same_text_is_a_duplicate_without_the_model_and_below_floor_is_unique() {
 #[test]
 fn contrasts_are_explanations_not_causes() {
     let s = settings();
-    let j = s.judge("Set the timeout to 5 seconds.", "Set the timeout to 30 seconds.", &[-3.0, -3.0, -3.0, 6.0], 0.95);
+    let j =
+        s.judge("Set the timeout to 5 seconds.", "Set the timeout to 30 seconds.", &ce([-3.0, -3.0, -3.0, 6.0]), 0.95);
     // The model decides; the number contrast is only noted.
     assert_eq!(j.verdict, PairVerdict::Duplicate);
     assert!(j.reasons.iter().skip(1).all(|r| r.starts_with("noted: ")), "{:?}", j.reasons);
@@ -86,4 +92,61 @@ fn bad_settings_are_refused_with_the_reason() {
     assert!(LearnedJudgeSettings::parse(&swapped).is_err());
     let extra = settings_json(0.9, 0.5).replace("\"seed\": 13", "\"seed\": 13, \"surprise\": 1");
     assert!(LearnedJudgeSettings::parse(&extra).unwrap_err().to_string().contains("surprise"));
+}
+
+/// Settings of a judge that weighs only the fine-tuned embedder's cosine and the cosine.
+fn embedder_settings() -> LearnedJudgeSettings {
+    let json = format!(
+        r#"{{"format": 1, "embedder_file": "judge_embedder.onnx", "embedder_sha256": "{sha}", "embedder_max_len": 256,
+            "weights": "int8", "max_len": 96, "order": "canonical",
+            "relations": ["unique", "related", "contradiction", "duplicate"],
+            "decision": {{"features": ["tuned_cosine", "cosine"], "weights": [20.0, 2.0], "bias": -18.0}},
+            "candidate_floor": 0.3, "duplicate_threshold": 0.9, "uncertain_threshold": 0.5,
+            "precision_target": 0.98, "seed": 13, "base": "all-MiniLM-L6-v2"}}"#,
+        sha = "0".repeat(64)
+    );
+    LearnedJudgeSettings::parse(&json).unwrap()
+}
+
+#[test]
+fn a_judge_without_cross_encoder_weighs_the_tuned_cosine() {
+    let s = embedder_settings();
+    assert!(s.uses_embedder() && !s.uses_cross_encoder());
+    let tuned = |t: f32| PairScores { logits: None, tuned_cosine: Some(t) };
+    // z = 20 t + 2 c - 18.
+    let p = s.probability(&tuned(0.8), 0.5);
+    assert!((f64::from(p) - 1.0 / (1.0 + (-(20.0 * 0.8 + 2.0 * 0.5 - 18.0f64)).exp())).abs() < 1e-5, "{p}");
+    let dup = s.decide(&tuned(0.99), 0.9, Vec::new());
+    assert_eq!((dup.verdict, dup.relation), (PairVerdict::Duplicate, Some(Relation::Duplicate)), "{dup:?}");
+    assert!(dup.reasons[0].contains("tuned cosine 0.990"), "{:?}", dup.reasons);
+    // Below the band: related at cosine 0.5 or more, unique under it.
+    let related = s.decide(&tuned(0.6), 0.7, Vec::new());
+    assert_eq!((related.verdict, related.relation), (PairVerdict::Related, Some(Relation::Related)));
+    let unique = s.decide(&tuned(0.3), 0.4, Vec::new());
+    assert_eq!(unique.verdict, PairVerdict::Unique);
+}
+
+#[test]
+fn the_models_a_decision_weighs_must_be_named() {
+    let base = settings_json(0.9, 0.5);
+    // tuned_cosine without an embedder file.
+    let bad = base.replace(
+        r#"["duplicate_log_odds", "cosine"], "weights": [1.0, 2.0]"#,
+        r#"["duplicate_log_odds", "tuned_cosine"], "weights": [1.0, 2.0]"#,
+    );
+    let err = LearnedJudgeSettings::parse(&bad).unwrap_err().to_string();
+    assert!(err.contains("embedder_file"), "{err}");
+    // A cross-encoder file the decision does not use.
+    let bad =
+        base.replace(r#"["duplicate_log_odds", "cosine"], "weights": [1.0, 2.0]"#, r#"["cosine"], "weights": [2.0]"#);
+    assert!(LearnedJudgeSettings::parse(&bad).unwrap_err().to_string().contains("model_file"));
+    // Unknown, repeated, or unweighted features.
+    for features in [
+        r#"["cosine", "bleu"], "weights": [1.0, 2.0]"#,
+        r#"["cosine", "cosine"], "weights": [1.0, 2.0]"#,
+        r#"["cosine"], "weights": [1.0, 2.0]"#,
+    ] {
+        let bad = base.replace(r#"["duplicate_log_odds", "cosine"], "weights": [1.0, 2.0]"#, features);
+        assert!(LearnedJudgeSettings::parse(&bad).unwrap_err().to_string().contains("distinct features"), "{features}");
+    }
 }

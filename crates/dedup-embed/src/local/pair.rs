@@ -1,17 +1,20 @@
-//! [`PairJudgeModel`]: the learned pair judge's cross-encoder, run through the same ONNX
-//! Runtime as the embedder. It reads both texts of a pair together ("[CLS] a [SEP] b
-//! [SEP]") and scores the four [`Relation`](dedup_core::Relation)s; its settings
-//! ([`LearnedJudgeSettings`]) turn the scores into a verdict.
+//! [`PairJudgeModel`]: the learned pair judge's models, run through the same ONNX Runtime
+//! as the embedder. Its settings ([`LearnedJudgeSettings`]) say which it has and turn
+//! their [`PairScores`] into a verdict:
+//! - a fine-tuned embedder ([`JUDGE_EMBEDDER_FILE`]): one unit vector per text, the pair's
+//!   `tuned_cosine` their dot product;
+//! - a cross-encoder ([`PAIR_JUDGE_MODEL_FILE`]): both texts read together ("[CLS] a [SEP]
+//!   b [SEP]"), scoring the four [`Relation`](dedup_core::Relation)s.
 //!
-//! **Invariants:** a pair is always fed in canonical order (the text that sorts first by
-//! Unicode code point first), so the logits of (a, b) and (b, a) are the same; the model
-//! holds int8 weights but computes in f32, so a pair's logits do not depend on the other
-//! pairs of its batch (up to f32 rounding); the model file is checked against its pinned
-//! sha256 before it is loaded.
+//! **Invariants:** the scores of (a, b) and (b, a) are the same (a pair is fed to the
+//! cross-encoder in canonical order, the text that sorts first by Unicode code point first;
+//! a cosine is symmetric); the models hold int8 weights but compute in f32, so a pair's
+//! scores do not depend on the other pairs of its batch (up to f32 rounding); every model
+//! file is checked against its pinned sha256 before it is loaded.
 
 use std::sync::{Mutex, PoisonError};
 
-use dedup_core::LearnedJudgeSettings;
+use dedup_core::{LearnedJudgeSettings, PairScores};
 use ort::session::Session;
 use ort::session::builder::GraphOptimizationLevel;
 use ort::value::Tensor;
@@ -22,15 +25,25 @@ use crate::{Error, ModelDir, Result, model_lock};
 
 /// The model file's name in the model directory.
 pub const PAIR_JUDGE_MODEL_FILE: &str = "pair_judge.onnx";
+/// The fine-tuned embedder's file name in the model directory.
+pub const JUDGE_EMBEDDER_FILE: &str = "judge_embedder.onnx";
 /// The settings file's name in the model directory (`judge.json` as train-judge wrote it).
 pub const PAIR_JUDGE_SETTINGS_FILE: &str = "pair_judge.json";
 /// Pairs per inference call: larger batches pad more and gain little on short memories.
 const BATCH: usize = 16;
+/// Texts per inference call of the fine-tuned embedder.
+const TEXT_BATCH: usize = 32;
 
-/// The cross-encoder of the learned pair judge, loaded once and shared.
-pub struct PairJudgeModel {
+/// One ONNX session and the tokenizer that feeds it.
+struct Runner {
     session: Mutex<Session>,
     tokenizer: Tokenizer,
+}
+
+/// The models of the learned pair judge, loaded once and shared.
+pub struct PairJudgeModel {
+    cross_encoder: Option<Runner>,
+    embedder: Option<Runner>,
     settings: LearnedJudgeSettings,
 }
 
@@ -49,33 +62,62 @@ impl PairJudgeModel {
         dir.check()?;
         dir.verify_pair_judge()?;
         let settings_path = dir.file(PAIR_JUDGE_SETTINGS_FILE);
-        let model_path = dir.file(PAIR_JUDGE_MODEL_FILE);
         let corrupt =
             |path: &std::path::Path, reason: String| Error::PairJudgeCorrupt { path: path.to_path_buf(), reason };
         let text = std::fs::read_to_string(&settings_path).map_err(|e| corrupt(&settings_path, e.to_string()))?;
         let settings = LearnedJudgeSettings::parse(&text).map_err(|e| corrupt(&settings_path, e.to_string()))?;
-        let pinned = model_lock()?.repo_files.iter().find(|f| f.name == PAIR_JUDGE_MODEL_FILE).map(|f| &f.sha256);
-        if pinned != Some(&settings.model_sha256) {
-            return Err(corrupt(
-                &settings_path,
-                format!("it is for a model with sha256 {}, not the pinned one", settings.model_sha256),
-            ));
-        }
-        let tokenizer = pair_tokenizer(dir, settings.max_len)?;
+        let lock = model_lock()?;
+        // Each model the settings name must be the one the lock pins (and verify_pair_judge
+        // has just checked), under the name the runtime loads.
+        let pinned = |expected_name: &str, file: &Option<String>, sha: &Option<String>| -> Result<()> {
+            let (Some(file), Some(sha)) = (file, sha) else { return Ok(()) };
+            if file != expected_name {
+                return Err(corrupt(
+                    &settings_path,
+                    format!("it names the model {file:?}, expected {expected_name:?}"),
+                ));
+            }
+            if lock.repo_files.iter().find(|f| f.name == *file).map(|f| &f.sha256) != Some(sha) {
+                return Err(corrupt(
+                    &settings_path,
+                    format!("it is for a {file} with sha256 {sha}, not the pinned one"),
+                ));
+            }
+            Ok(())
+        };
+        pinned(PAIR_JUDGE_MODEL_FILE, &settings.model_file, &settings.model_sha256)?;
+        pinned(JUDGE_EMBEDDER_FILE, &settings.embedder_file, &settings.embedder_sha256)?;
         let environment = environment(dir)?;
-        let text = |e: ort::Error<ort::session::builder::SessionBuilder>| e.to_string();
-        let session = Session::builder(&environment)
-            .map_err(|e| e.to_string())
-            .and_then(|b| b.with_intra_threads(threads.max(1)).map_err(text))
-            .and_then(|b| b.with_intra_op_spinning(false).map_err(text))
-            .and_then(|b| b.with_optimization_level(GraphOptimizationLevel::Level2).map_err(text))
-            .and_then(|mut b| b.commit_from_file(&model_path).map_err(|e| e.to_string()))
-            .map_err(|reason| corrupt(&model_path, reason))?;
-        let outputs = session.outputs();
-        if outputs.len() != 1 || outputs[0].name() != "logits" {
-            return Err(corrupt(&model_path, "the model must have one output, `logits`".into()));
-        }
-        Ok(PairJudgeModel { session: Mutex::new(session), tokenizer, settings })
+        let open = |name: &str, output: &str| -> Result<Mutex<Session>> {
+            let path = dir.file(name);
+            let text = |e: ort::Error<ort::session::builder::SessionBuilder>| e.to_string();
+            let session = Session::builder(&environment)
+                .map_err(|e| e.to_string())
+                .and_then(|b| b.with_intra_threads(threads.max(1)).map_err(text))
+                .and_then(|b| b.with_intra_op_spinning(false).map_err(text))
+                .and_then(|b| b.with_optimization_level(GraphOptimizationLevel::Level2).map_err(text))
+                .and_then(|mut b| b.commit_from_file(&path).map_err(|e| e.to_string()))
+                .map_err(|reason| corrupt(&path, reason))?;
+            let outputs = session.outputs();
+            if outputs.len() != 1 || outputs[0].name() != output {
+                return Err(corrupt(&path, format!("the model must have one output, `{output}`")));
+            }
+            Ok(Mutex::new(session))
+        };
+        let cross_encoder = if settings.uses_cross_encoder() {
+            let tokenizer = judge_tokenizer(dir, settings.max_len)?;
+            Some(Runner { session: open(PAIR_JUDGE_MODEL_FILE, "logits")?, tokenizer })
+        } else {
+            None
+        };
+        let embedder = match settings.embedder_max_len {
+            Some(max_len) if settings.uses_embedder() => {
+                let tokenizer = judge_tokenizer(dir, max_len)?;
+                Some(Runner { session: open(JUDGE_EMBEDDER_FILE, "embedding")?, tokenizer })
+            }
+            _ => None,
+        };
+        Ok(PairJudgeModel { cross_encoder, embedder, settings })
     }
 
     /// The settings of the pair judge installed in `dir`, read without loading (or
@@ -95,27 +137,83 @@ impl PairJudgeModel {
         &self.settings
     }
 
-    /// The relation logits of each pair, in input order (batched, shortest pairs
-    /// together). CPU-heavy: call it off the async executor.
-    pub fn logits(&self, pairs: &[(&str, &str)]) -> Result<Vec<[f32; 4]>> {
-        let canonical: Vec<(&str, &str)> = pairs.iter().map(|&(a, b)| if a <= b { (a, b) } else { (b, a) }).collect();
-        let mut order: Vec<usize> = (0..canonical.len()).collect();
-        order.sort_by_key(|&i| canonical[i].0.len() + canonical[i].1.len());
-        let mut out = vec![[0.0f32; 4]; canonical.len()];
-        for chunk in order.chunks(BATCH) {
-            let batch: Vec<(&str, &str)> = chunk.iter().map(|&i| canonical[i]).collect();
-            for (&i, logits) in chunk.iter().zip(self.run(&batch)?) {
-                out[i] = logits;
+    /// The scores of each pair, in input order: the cross-encoder's logits and the
+    /// fine-tuned embedder's cosine, each when the judge has that model. CPU-heavy: call
+    /// it off the async executor.
+    pub fn scores(&self, pairs: &[(&str, &str)]) -> Result<Vec<PairScores>> {
+        let mut out = vec![PairScores::default(); pairs.len()];
+        if let Some(runner) = &self.cross_encoder {
+            for (scores, logits) in out.iter_mut().zip(runner.logits(pairs)?) {
+                scores.logits = Some(logits);
+            }
+        }
+        if let Some(runner) = &self.embedder {
+            let mut texts: Vec<&str> = pairs.iter().flat_map(|&(a, b)| [a, b]).collect();
+            texts.sort_unstable();
+            texts.dedup();
+            let vectors = runner.embed(&texts)?;
+            let vector = |text: &str| texts.binary_search(&text).map(|i| &vectors[i]).ok();
+            for (scores, &(a, b)) in out.iter_mut().zip(pairs) {
+                let (Some(a), Some(b)) = (vector(a), vector(b)) else {
+                    return Err(Error::Inference("judge embedder: a text has no vector".into()));
+                };
+                let cosine: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+                scores.tuned_cosine = Some(cosine.clamp(-1.0, 1.0));
             }
         }
         Ok(out)
     }
 
-    /// One inference over a batch of (already ordered) pairs.
-    fn run(&self, batch: &[(&str, &str)]) -> Result<Vec<[f32; 4]>> {
+    /// The cross-encoder's relation logits of each pair, in input order; an error when
+    /// the judge has no cross-encoder.
+    pub fn logits(&self, pairs: &[(&str, &str)]) -> Result<Vec<[f32; 4]>> {
+        match &self.cross_encoder {
+            Some(runner) => runner.logits(pairs),
+            None => Err(Error::Inference("this pair judge has no cross-encoder".into())),
+        }
+    }
+}
+
+impl Runner {
+    /// The cross-encoder's relation logits of each pair, in input order (batched,
+    /// shortest pairs together).
+    fn logits(&self, pairs: &[(&str, &str)]) -> Result<Vec<[f32; 4]>> {
+        let canonical: Vec<(&str, &str)> = pairs.iter().map(|&(a, b)| if a <= b { (a, b) } else { (b, a) }).collect();
+        let mut order: Vec<usize> = (0..canonical.len()).collect();
+        order.sort_by_key(|&i| canonical[i].0.len() + canonical[i].1.len());
+        let mut out = vec![[0.0f32; 4]; canonical.len()];
+        for chunk in order.chunks(BATCH) {
+            let batch: Vec<EncodeInput<'_>> =
+                chunk.iter().map(|&i| EncodeInput::Dual(canonical[i].0.into(), canonical[i].1.into())).collect();
+            let values = self.run(batch, "logits", 4)?;
+            for (&i, logits) in chunk.iter().zip(values.chunks_exact(4)) {
+                out[i] = [logits[0], logits[1], logits[2], logits[3]];
+            }
+        }
+        Ok(out)
+    }
+
+    /// The fine-tuned embedder's unit vector of each text, in input order (batched,
+    /// shortest texts together).
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>> {
+        let mut order: Vec<usize> = (0..texts.len()).collect();
+        order.sort_by_key(|&i| texts[i].len());
+        let mut out = vec![Vec::new(); texts.len()];
+        for chunk in order.chunks(TEXT_BATCH) {
+            let batch: Vec<EncodeInput<'_>> = chunk.iter().map(|&i| EncodeInput::Single(texts[i].into())).collect();
+            let values = self.run(batch, "embedding", crate::local::LOCAL_DIMS)?;
+            for (&i, vector) in chunk.iter().zip(values.chunks_exact(crate::local::LOCAL_DIMS)) {
+                let norm = vector.iter().map(|v| v * v).sum::<f32>().sqrt().max(f32::MIN_POSITIVE);
+                out[i] = vector.iter().map(|v| v / norm).collect();
+            }
+        }
+        Ok(out)
+    }
+
+    /// One inference over a batch; the output `name` must be `[rows, width]`.
+    fn run(&self, batch: Vec<EncodeInput<'_>>, name: &str, width: usize) -> Result<Vec<f32>> {
         let inference = |e: &dyn std::fmt::Display| Error::Inference(format!("pair judge: {e}"));
-        let inputs: Vec<EncodeInput<'_>> = batch.iter().map(|&(a, b)| EncodeInput::Dual(a.into(), b.into())).collect();
-        let encodings = self.tokenizer.encode_batch(inputs, true).map_err(|e| inference(&e))?;
+        let encodings = self.tokenizer.encode_batch(batch, true).map_err(|e| inference(&e))?;
         let rows = encodings.len();
         let len = encodings.first().map_or(0, |e| e.get_ids().len());
         let (mut ids, mut mask, mut types) = (Vec::new(), Vec::new(), Vec::new());
@@ -137,10 +235,13 @@ impl PairJudgeModel {
         let mut session = self.session.lock().unwrap_or_else(PoisonError::into_inner);
         let outputs = session.run(inputs).map_err(|e| inference(&e))?;
         let (out_shape, values) = outputs[0].try_extract_tensor::<f32>().map_err(|e| inference(&e))?;
-        if out_shape.len() != 2 || out_shape[0] != rows as i64 || out_shape[1] != 4 {
-            return Err(inference(&format!("the model returned shape {:?}, expected [{rows}, 4]", &out_shape[..])));
+        if out_shape.len() != 2 || out_shape[0] != rows as i64 || out_shape[1] != width as i64 {
+            return Err(inference(&format!(
+                "the model returned {name} of shape {:?}, expected [{rows}, {width}]",
+                &out_shape[..]
+            )));
         }
-        Ok(values.chunks_exact(4).map(|c| [c[0], c[1], c[2], c[3]]).collect())
+        Ok(values.to_vec())
     }
 }
 
@@ -149,14 +250,15 @@ impl dedup_core::PairScorer for PairJudgeModel {
         PairJudgeModel::settings(self)
     }
 
-    fn logits(&self, pairs: &[(&str, &str)]) -> std::result::Result<Vec<[f32; 4]>, String> {
-        PairJudgeModel::logits(self, pairs).map_err(|e| e.to_string())
+    fn scores(&self, pairs: &[(&str, &str)]) -> std::result::Result<Vec<PairScores>, String> {
+        PairJudgeModel::scores(self, pairs).map_err(|e| e.to_string())
     }
 }
 
-/// The embedder's WordPiece tokenizer set up for pairs: both texts truncated longest
-/// first to `max_len` tokens in all, a batch padded to its longest pair.
-fn pair_tokenizer(dir: &ModelDir, max_len: usize) -> Result<Tokenizer> {
+/// The embedder's WordPiece tokenizer set up for the judge's models: a text, or both texts
+/// of a pair (truncated longest first), cut to `max_len` tokens in all, a batch padded to
+/// its longest row.
+fn judge_tokenizer(dir: &ModelDir, max_len: usize) -> Result<Tokenizer> {
     let path = dir.file("tokenizer.json");
     let corrupt = |reason: String| Error::ModelCorrupt { dir: dir.path().to_path_buf(), reason };
     let mut tokenizer = Tokenizer::from_file(&path).map_err(|e| corrupt(format!("cannot read tokenizer.json: {e}")))?;

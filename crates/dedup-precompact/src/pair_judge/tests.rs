@@ -145,7 +145,7 @@ impl dedup_core::PairScorer for FakeScorer {
         &self.settings
     }
 
-    fn logits(&self, pairs: &[(&str, &str)]) -> std::result::Result<Vec<[f32; 4]>, String> {
+    fn scores(&self, pairs: &[(&str, &str)]) -> std::result::Result<Vec<dedup_core::PairScores>, String> {
         self.calls.fetch_add(pairs.len(), std::sync::atomic::Ordering::SeqCst);
         Ok(pairs
             .iter()
@@ -158,6 +158,7 @@ impl dedup_core::PairScorer for FakeScorer {
                     [-4.0, 4.0, -4.0, -4.0]
                 }
             })
+            .map(|l| dedup_core::PairScores { logits: Some(l), tuned_cosine: None })
             .collect())
     }
 }

@@ -11,6 +11,9 @@ use std::sync::{Arc, OnceLock};
 use memdedup::crates::core::{PairJudgement, PairVerdict, Relation};
 use memdedup::{Embedder, LocalEmbedder, ModelDir, PairJudgeModel};
 
+/// The model file of the shipped judge: its fine-tuned embedder.
+const MODEL_FILE: &str = memdedup::crates::embed::JUDGE_EMBEDDER_FILE;
+
 use crate::support::env_lock;
 
 fn installed_dir() -> ModelDir {
@@ -38,16 +41,16 @@ fn embedder() -> &'static Arc<LocalEmbedder> {
 }
 
 /// The verdict on a pair, as the runtime computes it: the cosine from the embedder, the
-/// logits from the judge.
+/// scores from the judge.
 async fn verdict(a: &str, b: &str) -> PairJudgement {
     let v = embedder().embed(&[a.to_owned(), b.to_owned()]).await.unwrap_or_else(|e| panic!("{e}"));
     let cosine = v[0].cosine(&v[1]).unwrap_or_else(|e| panic!("{e}"));
     let model = judge();
-    let logits = model.logits(&[(a, b)]).unwrap_or_else(|e| panic!("{e}"));
+    let scores = model.scores(&[(a, b)]).unwrap_or_else(|e| panic!("{e}"));
     if cosine < model.settings().candidate_floor {
         return model.settings().below_floor(a, b, cosine);
     }
-    model.settings().judge(a, b, &logits[0], cosine)
+    model.settings().judge(a, b, &scores[0], cosine)
 }
 
 fn describe(j: &PairJudgement) -> String {
@@ -142,19 +145,24 @@ fn batched_equals_single_and_is_deterministic_and_symmetric() {
         ("The cache sits in front of the database.", "The database sits in front of the cache."),
     ];
     let model = judge();
-    let batched = model.logits(&pairs).unwrap_or_else(|e| panic!("{e}"));
+    let batched = model.scores(&pairs).unwrap_or_else(|e| panic!("{e}"));
     for (pair, in_batch) in pairs.iter().zip(&batched) {
-        let single = model.logits(&[*pair]).unwrap_or_else(|e| panic!("{e}"));
-        let again = model.logits(&[*pair]).unwrap_or_else(|e| panic!("{e}"));
-        let swapped = model.logits(&[(pair.1, pair.0)]).unwrap_or_else(|e| panic!("{e}"));
-        for i in 0..4 {
-            assert!(
-                (in_batch[i] - single[0][i]).abs() <= 1e-5,
-                "{pair:?}: batched {in_batch:?} single {:?}",
-                single[0]
-            );
-            assert_eq!(single[0][i], again[0][i], "{pair:?}: not deterministic");
-            assert_eq!(single[0][i], swapped[0][i], "{pair:?}: not symmetric");
+        let single = model.scores(&[*pair]).unwrap_or_else(|e| panic!("{e}"))[0];
+        let again = model.scores(&[*pair]).unwrap_or_else(|e| panic!("{e}"))[0];
+        let swapped = model.scores(&[(pair.1, pair.0)]).unwrap_or_else(|e| panic!("{e}"))[0];
+        let values = |s: &memdedup::crates::core::PairScores| {
+            let mut v: Vec<f32> = s.logits.map(|l| l.to_vec()).unwrap_or_default();
+            v.extend(s.tuned_cosine);
+            v
+        };
+        let (b, one) = (values(in_batch), values(&single));
+        assert!(!one.is_empty(), "{pair:?}: the judge gave no score");
+        for i in 0..one.len() {
+            assert!((b[i] - one[i]).abs() <= 1e-5, "{pair:?}: batched {b:?} single {one:?}");
+        }
+        assert_eq!(one, values(&again), "{pair:?}: not deterministic");
+        for (x, y) in one.iter().zip(values(&swapped)) {
+            assert!((x - y).abs() <= 1e-6, "{pair:?}: not symmetric: {one:?} / swapped");
         }
     }
 }
@@ -167,7 +175,7 @@ fn altered_dir(scratch: &Path, write: impl Fn(&Path, &[u8])) -> ModelDir {
         let entry = entry.unwrap_or_else(|e| panic!("{e}"));
         let name = entry.file_name();
         let dest = scratch.join(&name);
-        if name == "pair_judge.onnx" {
+        if name == MODEL_FILE {
             write(&dest, &std::fs::read(entry.path()).unwrap_or_else(|e| panic!("{e}")));
         } else if entry.path().is_file() {
             std::os::unix::fs::symlink(entry.path(), dest).unwrap_or_else(|e| panic!("{e}"));
@@ -188,7 +196,7 @@ fn a_missing_model_file_names_it_and_the_fix() {
     let scratch = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let dir = altered_dir(scratch.path(), |_, _| {});
     let err = load_error(&dir);
-    assert!(err.contains("pair_judge.onnx") && err.contains("cargo xtask fetch-model"), "{err}");
+    assert!(err.contains(MODEL_FILE) && err.contains("cargo xtask fetch-model"), "{err}");
 }
 
 #[test]
@@ -196,10 +204,7 @@ fn a_truncated_model_file_names_it_and_the_fix() {
     let scratch = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let dir = altered_dir(scratch.path(), |dest, bytes| std::fs::write(dest, &bytes[..bytes.len() / 2]).unwrap());
     let err = load_error(&dir);
-    assert!(
-        err.contains("pair_judge.onnx") && err.contains("bytes") && err.contains("cargo xtask fetch-model"),
-        "{err}"
-    );
+    assert!(err.contains(MODEL_FILE) && err.contains("bytes") && err.contains("cargo xtask fetch-model"), "{err}");
 }
 
 #[test]
@@ -212,8 +217,5 @@ fn a_model_file_with_another_sha256_names_it_and_the_fix() {
         std::fs::write(dest, changed).unwrap();
     });
     let err = load_error(&dir);
-    assert!(
-        err.contains("pair_judge.onnx") && err.contains("sha256") && err.contains("cargo xtask fetch-model"),
-        "{err}"
-    );
+    assert!(err.contains(MODEL_FILE) && err.contains("sha256") && err.contains("cargo xtask fetch-model"), "{err}");
 }
