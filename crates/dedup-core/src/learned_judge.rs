@@ -119,6 +119,10 @@ pub struct LearnedJudgeSettings {
     pub uncertain_threshold: f32,
     /// The precision `duplicate_threshold` was chosen for on the calibration split.
     pub precision_target: f64,
+    /// How `duplicate_threshold` was chosen, in words (when the precision target was out
+    /// of reach, what was done instead).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threshold_rule: Option<String>,
     /// The training seed.
     pub seed: u64,
     /// The checkpoint the model was trained from.

@@ -151,8 +151,9 @@ impl Store {
     /// holds a NUL or the profile is over
     /// [`MAX_CONTENT_BYTES`](crate::MAX_CONTENT_BYTES) as JSON.
     pub async fn put_profile(&self, scope: &Scope, profile: &MemoryProfile) -> Result<()> {
-        let value = serde_json::to_value(profile)
+        let mut value = serde_json::to_value(profile)
             .map_err(|e| Error::InvalidContent { what: "profile", reason: format!("cannot be serialised: {e}") })?;
+        redact_json(&mut value);
         if has_nul(&value) {
             return Err(Error::InvalidContent {
                 what: "profile",
@@ -220,6 +221,26 @@ fn content_key(content: &str) -> Result<String> {
     Ok(key)
 }
 
+/// Every string of `value` with credentials redacted.
+fn redact_json(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::String(text) => *text = redact(std::mem::take(text)),
+        serde_json::Value::Array(items) => items.iter_mut().for_each(redact_json),
+        serde_json::Value::Object(map) => map.values_mut().for_each(redact_json),
+        _ => {}
+    }
+}
+
+/// `text` with credentials replaced by `[REDACTED:<kind>]`.
+pub(super) fn redact(text: String) -> String {
+    let (redacted, kinds) = dedup_core::redact_secrets(&text);
+    if kinds.is_empty() {
+        return text;
+    }
+    tracing::info!(redacted = kinds.len(), "credentials redacted from a fact");
+    redacted
+}
+
 /// A validated [`NewFact`] with its key and fingerprint.
 pub(super) struct PreparedFact {
     pub(super) fact: NewFact,
@@ -228,7 +249,11 @@ pub(super) struct PreparedFact {
 }
 
 impl PreparedFact {
-    fn new(fact: NewFact) -> Result<PreparedFact> {
+    /// Credentials in the content and source are redacted first (facts come from
+    /// conversations, where keys get pasted; see docs/SECRETS.md).
+    fn new(mut fact: NewFact) -> Result<PreparedFact> {
+        fact.content = redact(fact.content);
+        fact.source = fact.source.map(redact);
         let key = content_key(&fact.content)?;
         validate_confidence(fact.confidence)?;
         if let Some(source) = &fact.source {
@@ -249,7 +274,7 @@ pub(super) struct PreparedFactUpdate {
 
 impl PreparedFactUpdate {
     fn new(update: FactUpdate) -> Result<PreparedFactUpdate> {
-        let content = match update.content {
+        let content = match update.content.map(redact) {
             Some(content) => {
                 let key = content_key(&content)?;
                 Some((content, key))

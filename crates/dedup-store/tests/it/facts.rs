@@ -531,6 +531,30 @@ backend_tests! {
         Ok(())
     }
 
+    async fn secrets_stored_verbatim_in_facts_and_profiles_are_redacted(db) {
+        let store = db.open().await?;
+        let s = default_scope();
+        let fact = new_fact(&s, "The user's GitHub token is ghp_1a2B3c4D5e6F7g8H9i0JkLmNoPqRsTuVwXyZ", FactCategory::Knowledge, 0.9)
+            .with_source("password = hunter2!x");
+        let stored = added_with(&store, fact, &FactPolicy::default()).await?;
+        assert_eq!(stored.content, "The user's GitHub token is [REDACTED:github_token]");
+        assert_eq!(stored.source.as_deref(), Some("password = [REDACTED:password]"));
+        let updated = store
+            .update_fact(&stored.id, FactUpdate { content: Some("AWS key AKIAIOSFODNN7EXAMPLE".into()), ..FactUpdate::default() })
+            .await?;
+        assert_eq!(updated.content, "AWS key [REDACTED:aws_access_key_id]");
+        let mut profile = MemoryProfile::default();
+        profile.user.work_context = ProfileSection::new("Deploys with DATABASE_URL=postgres://app:S3cr3t-Pa55@db:5432/prod");
+        store.put_profile(&s, &profile).await?;
+        let read = store.profile(&s).await?;
+        assert!(!read.user.work_context.summary.contains("S3cr3t"), "{:?}", read.user.work_context);
+        assert!(read.user.work_context.summary.contains("[REDACTED:connection_string_password]"));
+        // Prose about keys is left alone.
+        let plain = added(&store, &s, "Rotates the deploy keys every 90 days", 0.9).await?;
+        assert_eq!(plain.content, "Rotates the deploy keys every 90 days");
+        Ok(())
+    }
+
     async fn facts_list_by_confidence_then_age(db) {
         let store = db.open().await?;
         let s = default_scope();

@@ -11,8 +11,8 @@ use std::sync::{Arc, OnceLock};
 use memdedup::crates::core::{PairJudgement, PairVerdict, Relation};
 use memdedup::{Embedder, LocalEmbedder, ModelDir, PairJudgeModel};
 
-/// The model file of the shipped judge: its fine-tuned embedder.
-const MODEL_FILE: &str = memdedup::crates::embed::JUDGE_EMBEDDER_FILE;
+/// The model file of the shipped judge: its cross-encoder.
+const MODEL_FILE: &str = memdedup::crates::embed::PAIR_JUDGE_MODEL_FILE;
 
 use crate::support::env_lock;
 
