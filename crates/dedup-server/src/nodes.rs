@@ -348,6 +348,16 @@ pub(crate) async fn check_similar(
     Ok(axum::Json(CheckSimilarResponse { matches, recommendation, judge }))
 }
 
+/// `text` with credentials replaced by `[REDACTED:<kind>]` (nodes are always redacted).
+fn redact(text: String) -> String {
+    let (redacted, kinds) = dedup_core::redact_secrets(&text);
+    if kinds.is_empty() {
+        return text;
+    }
+    tracing::info!(redacted = kinds.len(), "credentials redacted from a node");
+    redacted
+}
+
 /// Creates a node; for dedup-eligible subtypes the gate runs first.
 #[utoipa::path(post, path = "/v1/nodes", tag = "nodes", request_body = CreateNodeRequest,
     responses((status = 201, description = "created", body = CreateNodeResponse),
@@ -370,6 +380,8 @@ pub(crate) async fn create_node(
     check_title(&state, "content_title", &title)?;
     check_text(&state, "content_body", &body)?;
     validate_subtype(&subtype)?;
+    // Credentials never reach the store (docs/SECRETS.md).
+    let (title, body) = (redact(title), redact(body));
     let mut metadata = request.extra;
     metadata.insert(TYPE_KEY.to_owned(), Value::String(node_type));
     let mut memory =
@@ -638,6 +650,9 @@ pub(crate) async fn update_node(
         ));
     }
     let current = find_node(&state, &principal, &id).await?;
+    let mut request = request;
+    request.content_title = request.content_title.map(redact);
+    request.content_body = request.content_body.map(redact);
     for (what, text) in [("content_title", &request.content_title), ("content_body", &request.content_body)] {
         if let Some(text) = text {
             if text.trim().is_empty() {

@@ -49,7 +49,9 @@ pub(crate) async fn run(global: &GlobalArgs, args: &EvalArgs) -> Result<()> {
             linkage: linkage(args.linkage.unwrap_or(LinkageArg::Complete)),
         }],
         PairJudgeArg::Learned => vec![Setting::Learned {
-            settings: learned.as_ref().map(|m| m.settings().clone()).ok_or_else(|| anyhow::anyhow!("no pair judge"))?,
+            settings: Box::new(
+                learned.as_ref().map(|m| m.settings().clone()).ok_or_else(|| anyhow::anyhow!("no pair judge"))?,
+            ),
             linkage: linkage(args.linkage.unwrap_or(LinkageArg::Complete)),
         }],
     };
@@ -80,7 +82,7 @@ enum Setting {
     /// The local judge decides.
     Local { judge: LocalJudge, linkage: Linkage },
     /// The learned pair judge decides (its verdicts are in [`PairInfo::learned`]).
-    Learned { settings: LearnedJudgeSettings, linkage: Linkage },
+    Learned { settings: Box<LearnedJudgeSettings>, linkage: Linkage },
 }
 
 impl Setting {

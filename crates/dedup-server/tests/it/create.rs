@@ -42,6 +42,24 @@ fn weekend_embedder() -> TableEmbedder {
 }
 
 on_both_backends! {
+    /// Defect "secrets stored verbatim": a node's title and body never carry credentials.
+    async fn secrets_stored_verbatim_in_nodes_are_redacted(backend) {
+        let server = TestServer::builder().backend(backend).embedder(Arc::new(TableEmbedder::new())).start().await?;
+        let body = "Deploy with AKIAIOSFODNN7EXAMPLE and password = hunter2!x on the staging box";
+        let reply = server.post("/v1/nodes", &node(LESSON, "token ghp_1a2B3c4D5e6F7g8H9i0JkLmNoPqRsTuVwXyZ", body)).await?;
+        reply.expect(StatusCode::CREATED)?;
+        assert_eq!(reply.body["content_title"], "token [REDACTED:github_token]", "{}", reply.body);
+        assert_eq!(
+            reply.body["content_body"],
+            "Deploy with [REDACTED:aws_access_key_id] and password = [REDACTED:password] on the staging box"
+        );
+        let id = reply.body["id"].as_str().unwrap().to_owned();
+        let edited = server.patch(&format!("/v1/nodes/{id}"), &json!({"content_body": "new key sk_live_51HqLyjWDarjtT1zdp7dcXyZ0123"})).await?;
+        edited.expect(StatusCode::OK)?;
+        assert_eq!(edited.body["content_body"], "new key [REDACTED:stripe_key]", "{}", edited.body);
+        Ok(())
+    }
+
     /// The seed's curl example: 201, the node as stored, and what the gate did.
     async fn create_node_seed_curl_shape_is_checked_and_created(backend) {
         let server = TestServer::builder().backend(backend).embedder(Arc::new(weekend_embedder())).start().await?;
