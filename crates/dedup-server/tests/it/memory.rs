@@ -25,6 +25,39 @@ async fn server(backend: Backend) -> anyhow::Result<TestServer> {
 }
 
 on_both_backends! {
+    /// Defect "secrets stored verbatim" over HTTP: redacted and said so by default; a 400
+    /// that stores nothing with `secrets = "refuse"`.
+    async fn secrets_stored_verbatim_over_http_are_redacted_or_refused(backend) {
+        let secret = "Deploy key for CI: AKIAIOSFODNN7EXAMPLE, rotate it monthly.";
+        let server = server(backend).await?;
+        let reply = server.post("/v1/memory/add", &json!({"content": secret, "namespace": "rules"})).await?;
+        reply.expect(StatusCode::CREATED)?;
+        assert_eq!(reply.body["check"]["redacted"], json!(["aws_access_key_id"]), "{}", reply.text);
+        let explanation = reply.body["explanation"].as_str().unwrap_or_default();
+        assert!(explanation.ends_with("; credentials redacted: aws_access_key_id"), "{explanation}");
+        assert!(!reply.text.contains("AKIAIOSFODNN7EXAMPLE"), "the reply echoes the secret: {}", reply.text);
+        let stored = server.db().open().await?.list(&dedup_store::ListFilter::default()).await?;
+        assert!(stored.iter().all(|m| !m.content.contains("AKIA")), "{stored:?}");
+
+        let refusing = dedup_precompact::DeduplicationConfig {
+            secrets: dedup_core::SecretAction::Refuse,
+            ..dedup_precompact::DeduplicationConfig::default()
+        };
+        let server = TestServer::builder()
+            .backend(backend)
+            .embedder(Arc::new(TableEmbedder::new()))
+            .memory_routes()
+            .dedup_config(refusing)
+            .start()
+            .await?;
+        let reply = server.post("/v1/memory/add", &json!({"content": secret, "namespace": "rules"})).await?;
+        let message = reply.expect_error(StatusCode::BAD_REQUEST, "invalid_request")?;
+        assert!(message.contains("aws_access_key_id") && !message.contains("AKIAIOSFODNN7EXAMPLE"), "{message}");
+        let stored = server.db().open().await?.list(&dedup_store::ListFilter::default()).await?;
+        assert!(stored.is_empty(), "a refused memory was stored: {stored:?}");
+        Ok(())
+    }
+
     async fn memory_add_stores_once_and_check_names_the_duplicate(backend) {
         let server = server(backend).await?;
         let reply = server.post("/v1/memory/add", &json!({"content": RULE, "namespace": "rules", "kind": "decision"})).await?;

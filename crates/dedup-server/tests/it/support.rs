@@ -136,6 +136,7 @@ pub struct ServerBuilder {
     db: Option<TestDb>,
     shared: Option<DbLocation>,
     memory_routes: bool,
+    dedup: DeduplicationConfig,
 }
 
 impl ServerBuilder {
@@ -143,6 +144,12 @@ impl ServerBuilder {
     /// server's store and embedder (default configuration), as `memdedup serve` does.
     pub fn memory_routes(mut self) -> ServerBuilder {
         self.memory_routes = true;
+        self
+    }
+
+    /// The checker chain's configuration for the memory routes (default: the seed's).
+    pub fn dedup_config(mut self, config: DeduplicationConfig) -> ServerBuilder {
+        self.dedup = config;
         self
     }
 
@@ -201,10 +208,8 @@ impl ServerBuilder {
         let metrics = dedup_server::install_prometheus();
         ensure!(metrics.is_some(), "the Prometheus recorder could not be installed");
         let service = self.memory_routes.then(|| match &self.embedder {
-            Some(embedder) => {
-                DeduplicationService::new(store.clone(), embedder.clone(), DeduplicationConfig::default())
-            }
-            None => DeduplicationService::without_embeddings(store.clone(), DeduplicationConfig::default()),
+            Some(embedder) => DeduplicationService::new(store.clone(), embedder.clone(), self.dedup.clone()),
+            None => DeduplicationService::without_embeddings(store.clone(), self.dedup.clone()),
         });
         let mut state = AppState::new(store, self.embedder, self.config, metrics);
         if let Some(service) = service {
@@ -245,6 +250,7 @@ impl TestServer {
             db: None,
             shared: None,
             memory_routes: false,
+            dedup: DeduplicationConfig::default(),
         }
     }
 
