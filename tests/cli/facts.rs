@@ -255,3 +255,28 @@ fn defect_11_context_max_tokens_zero_is_a_usage_error() {
             .stderr(contains("is not in 1..=1000000"));
     }
 }
+
+/// Defect "malformed profile input erases the profile": `facts profile --set` refuses a
+/// wrong shape or an unknown field with exit 2, and the profile is unchanged.
+#[test]
+fn malformed_profile_input_erases_the_profile_no_more() {
+    let (_dir, db) = sqlite_db();
+    let good = r#"{"user": {"workContext": {"summary": "Backend engineer"}}}"#;
+    let (_gdir, path) = temp_file("profile.json", good.as_bytes());
+    facts(&db, &["profile", "--set", path.to_str().unwrap()]);
+    for (bad, expected) in [
+        ("[]", "must be an object, not an array"),
+        (r#"{"unknown": 1}"#, "unknown field `unknown`"),
+        (r#"{"user": {"workContext": "Backend"}}"#, "`user.workContext` must be an object"),
+        ("not json", "is not JSON"),
+    ] {
+        memdedup()
+            .args(["--db", &db, "facts", "profile", "--set", "-"])
+            .write_stdin(bad)
+            .assert()
+            .code(2)
+            .stderr(contains(expected));
+        let shown = json(facts(&db, &["profile"]).as_bytes());
+        assert_eq!(shown["user"]["workContext"]["summary"], "Backend engineer", "{bad} changed the profile");
+    }
+}

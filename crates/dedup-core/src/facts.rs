@@ -235,6 +235,40 @@ pub struct HistoryContext {
     pub long_term_background: ProfileSection,
 }
 
+/// Checks that `value` (at `path`) has the shape of `known`: an object with only known
+/// members, each of the right shape, or a string where `known` has one.
+fn check_shape(value: &serde_json::Value, known: &serde_json::Value, path: &str) -> Result<(), String> {
+    use serde_json::Value;
+    let at = if path.is_empty() { "the profile".to_owned() } else { format!("`{path}`") };
+    match (value, known) {
+        (Value::Object(members), Value::Object(known_members)) => {
+            for (name, member) in members {
+                let child = if path.is_empty() { name.clone() } else { format!("{path}.{name}") };
+                let Some(known_member) = known_members.get(name) else {
+                    let expected = known_members.keys().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ");
+                    return Err(format!("unknown field `{child}`, expected one of {expected}"));
+                };
+                check_shape(member, known_member, &child)?;
+            }
+            Ok(())
+        }
+        (Value::String(_), Value::String(_)) => Ok(()),
+        (other, Value::Object(_)) => Err(format!("{at} must be an object, not {}", kind_of(other))),
+        (other, _) => Err(format!("{at} must be a string, not {}", kind_of(other))),
+    }
+}
+
+fn kind_of(value: &serde_json::Value) -> &'static str {
+    match value {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
+
 /// One summary of a [`MemoryProfile`]; empty when nothing is known.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
@@ -254,6 +288,19 @@ impl ProfileSection {
 }
 
 impl MemoryProfile {
+    /// A profile given to replace the stored one (`PUT /v1/memory/profile`, `memdedup facts
+    /// profile --set`), read strictly: unlike the file format, which ignores what it does
+    /// not know, every member must be one the profile has and of its shape (an object for
+    /// `user`, `history` and each section, a string for `summary` and `updatedAt`), so a
+    /// misspelt section or a wrong shape (`[]`) is refused instead of blanking the profile.
+    /// Members left out are empty. The error names the member (`user.topOfMind`) and the
+    /// problem.
+    pub fn from_replacement(value: &serde_json::Value) -> Result<MemoryProfile, String> {
+        let known = serde_json::to_value(MemoryProfile::default()).map_err(|e| e.to_string())?;
+        check_shape(value, &known, "")?;
+        serde_json::from_value(value.clone()).map_err(|e| e.to_string())
+    }
+
     /// Whether every summary is blank.
     pub fn is_empty(&self) -> bool {
         self.sections().iter().all(|(_, _, section)| section.summary.trim().is_empty())

@@ -325,29 +325,10 @@ async fn find_fact(state: &AppState, principal: &Principal, id: &str) -> ApiResu
     Ok(fact)
 }
 
-/// A profile body: every member must be one the profile has (the file format ignores
-/// unknown members; the API refuses them, so a misspelt section is never dropped
-/// silently).
+/// A profile body, read strictly ([`MemoryProfile::from_replacement`]): a wrong shape or
+/// an unknown member is a 400 and changes nothing.
 fn parse_profile(body: Value) -> ApiResult<MemoryProfile> {
-    let known = serde_json::to_value(MemoryProfile::default()).map_err(|e| ApiError::internal(e.to_string()))?;
-    unknown_member(&body, &known, "")?;
-    serde_json::from_value(body).map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))
-}
-
-/// 400 naming the first member of `value` (at `path`) that `known` does not have.
-fn unknown_member(value: &Value, known: &Value, path: &str) -> ApiResult<()> {
-    let (Value::Object(members), Value::Object(known_members)) = (value, known) else { return Ok(()) };
-    for (name, member) in members {
-        let at = if path.is_empty() { name.clone() } else { format!("{path}.{name}") };
-        let Some(known_member) = known_members.get(name) else {
-            let expected = known_members.keys().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ");
-            return Err(ApiError::bad_request(format!(
-                "invalid JSON body: unknown field `{at}`, expected one of {expected}"
-            )));
-        };
-        unknown_member(member, known_member, &at)?;
-    }
-    Ok(())
+    MemoryProfile::from_replacement(&body).map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))
 }
 
 fn parse_category(category: &str) -> ApiResult<FactCategory> {

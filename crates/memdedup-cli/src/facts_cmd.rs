@@ -155,8 +155,11 @@ async fn context(store: &Store, scope: &Scope, args: &FactsContextArgs) -> Resul
 async fn profile(store: &Store, scope: &Scope, args: &FactsProfileArgs) -> Result<()> {
     if let Some(path) = &args.set {
         let text = read_text(path)?;
-        let profile: MemoryProfile = serde_json::from_str(crate::input::without_bom(&text))
-            .with_context(|| format!("{} is not a profile", crate::input::display_name(path)))?;
+        let name = crate::input::display_name(path);
+        let value: serde_json::Value = serde_json::from_str(crate::input::without_bom(&text))
+            .map_err(|e| UsageError(format!("{name} is not JSON: {e}")))?;
+        let profile = MemoryProfile::from_replacement(&value)
+            .map_err(|e| UsageError(format!("{name} is not a profile: {e}; the stored profile is unchanged")))?;
         store.put_profile(scope, &profile).await?;
     }
     let profile = store.profile(scope).await?;

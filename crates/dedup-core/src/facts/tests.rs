@@ -339,3 +339,22 @@ proptest! {
         check_budget(&profile, &facts, budget, &cl100k());
     }
 }
+
+#[test]
+fn a_replacement_profile_is_read_strictly() {
+    let ok = serde_json::json!({"user": {"topOfMind": {"summary": "Release 2.0", "updatedAt": "2025-05-01"}}});
+    let profile = MemoryProfile::from_replacement(&ok).unwrap();
+    assert_eq!(profile.user.top_of_mind.summary, "Release 2.0");
+    assert_eq!(profile.history, HistoryContext::default());
+    for (bad, expected) in [
+        (serde_json::json!([]), "the profile must be an object, not an array"),
+        (serde_json::json!({"user": {"topofmind": {}}}), "unknown field `user.topofmind`, expected one of"),
+        (
+            serde_json::json!({"history": {"recentMonths": {"summary": null}}}),
+            "`history.recentMonths.summary` must be a string, not null",
+        ),
+    ] {
+        let err = MemoryProfile::from_replacement(&bad).unwrap_err();
+        assert!(err.contains(expected), "{bad}: {err}");
+    }
+}

@@ -321,6 +321,27 @@ async fn scenario_format_with_all_sections() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Defect "malformed profile input erases the profile": wrong shapes and unknown fields
+/// are a 400 naming the problem, and the stored profile is unchanged.
+#[tokio::test]
+async fn malformed_profile_input_erases_the_profile_no_more() -> anyhow::Result<()> {
+    let server = server().await?;
+    server.put("/v1/memory/profile", &profile()).await?.expect(StatusCode::OK)?;
+    for (body, expected) in [
+        (json!([]), "the profile must be an object, not an array"),
+        (json!({"unknown": 1}), "unknown field `unknown`"),
+        (json!({"user": {"topOfMind": []}}), "`user.topOfMind` must be an object, not an array"),
+        (json!({"user": {"topOfMind": {"summary": 3}}}), "`user.topOfMind.summary` must be a string, not a number"),
+        (json!(null), "the profile must be an object, not null"),
+    ] {
+        let message =
+            server.put("/v1/memory/profile", &body).await?.expect_error(StatusCode::BAD_REQUEST, "invalid_request")?;
+        assert!(message.contains(expected), "{body}: {message}");
+        assert_eq!(server.get("/v1/memory/profile").await?.body, profile(), "{body} changed the profile");
+    }
+    Ok(())
+}
+
 /// Token budget enforcement: facts go lowest confidence first; then the text is cut and
 /// "\n..." appended.
 #[tokio::test]
