@@ -92,7 +92,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: &DedupArgs) -> Result<()> {
     if args.json {
         emit(&format!("{}\n", serde_json::to_value(&report)?))?;
     } else {
-        emit(&summary(&report))?;
+        emit(&summary(&report, &undo_flags(global)))?;
     }
     // Judged by the calls, not the counts: memories without candidates are verified
     // without asking the judge, which says nothing about whether the judge works.
@@ -166,7 +166,38 @@ fn text_source(choice: &TextChoice) -> String {
 }
 
 /// The human-readable run summary.
-fn summary(report: &RunReport) -> String {
+/// The global flags that chose the store (`--db`, `--config`), as a pasted `undo` needs
+/// them, shell-quoted; a database URL's password is replaced, and the note says so.
+fn undo_flags(global: &GlobalArgs) -> (String, &'static str) {
+    let mut flags = String::new();
+    let mut note = "";
+    if let Some(config) = &global.config {
+        flags.push_str(&format!(" --config {}", shell_quote(&config.display().to_string())));
+    }
+    if let Some(db) = &global.db {
+        let redacted = memdedup::DbLocation::parse(db).map(|l| l.redacted()).unwrap_or_default();
+        let shown = if redacted.contains("***") {
+            note = "  (put the database password back)";
+            redacted
+        } else {
+            db.clone()
+        };
+        flags.push_str(&format!(" --db {}", shell_quote(&shown)));
+    }
+    (flags, note)
+}
+
+/// `value` as one shell word: as is when it holds only safe characters, else single-quoted.
+fn shell_quote(value: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "_./:@%+=,-~".contains(c);
+    if !value.is_empty() && value.chars().all(safe) {
+        value.to_owned()
+    } else {
+        format!("'{}'", value.replace('\'', "'\\''"))
+    }
+}
+
+fn summary(report: &RunReport, (flags, note): &(String, &str)) -> String {
     let mut out = String::new();
     if report.dry_run {
         out.push_str(&format!(
@@ -240,7 +271,7 @@ fn summary(report: &RunReport) -> String {
         ));
     }
     if !report.dry_run && report.merged > 0 {
-        out.push_str(&format!("undo with: memdedup undo --run {}\n", report.run_id));
+        out.push_str(&format!("undo with: memdedup{flags} undo --run {}{note}\n", report.run_id));
     }
     out
 }
