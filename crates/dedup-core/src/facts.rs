@@ -253,19 +253,10 @@ fn check_shape(value: &serde_json::Value, known: &serde_json::Value, path: &str)
             Ok(())
         }
         (Value::String(_), Value::String(_)) => Ok(()),
-        (other, Value::Object(_)) => Err(format!("{at} must be an object, not {}", kind_of(other))),
-        (other, _) => Err(format!("{at} must be a string, not {}", kind_of(other))),
-    }
-}
-
-fn kind_of(value: &serde_json::Value) -> &'static str {
-    match value {
-        serde_json::Value::Null => "null",
-        serde_json::Value::Bool(_) => "a boolean",
-        serde_json::Value::Number(_) => "a number",
-        serde_json::Value::String(_) => "a string",
-        serde_json::Value::Array(_) => "an array",
-        serde_json::Value::Object(_) => "an object",
+        (other, Value::Object(_)) => {
+            Err(format!("{at} must be an object, not {}", crate::json_reply::json_type(other)))
+        }
+        (other, _) => Err(format!("{at} must be a string, not {}", crate::json_reply::json_type(other))),
     }
 }
 
