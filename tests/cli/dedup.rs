@@ -465,17 +465,32 @@ fn dedup_scan_writes_nothing_and_prints_the_proposed_groups() {
 }
 
 #[test]
-fn dedup_without_a_judge_names_the_flag() {
-    let (dir, db) = sqlite_db();
-    let (_config_dir, empty) = temp_file("memdedup.toml", b"");
-    let by_flag = memdedup().args(["--db", &db, "--config"]).arg(&empty).arg("dedup").assert().code(1).stdout("");
-    let by_env = memdedup().env("MEMDEDUP_CONFIG", &empty).args(["--db", &db, "dedup"]).assert().code(1).stdout("");
-    for assert in [by_flag, by_env] {
-        let stderr = text(&assert.get_output().stderr);
-        assert!(stderr.contains("no judge is configured: pass --judge openai|anthropic"), "{stderr}");
-        assert!(stderr.contains("MEMDEDUP_JUDGE") && stderr.contains("judge.kind"), "{stderr}");
+fn dedup_without_a_judge_runs_the_learned_one() {
+    crate::support::require_model();
+    let (_dir, db) = sqlite_db();
+    for text in ["The user prefers dark mode in every editor.", "The user likes a dark theme in their editors."] {
+        crate::support::run_json(&db, &["add", text, "--judge", "cosine"]);
     }
-    assert!(!Path::new(&db).exists(), "nothing was opened: {:?}", crate::support::dir_listing(dir.path()));
+    let (_config_dir, empty) = temp_file("memdedup.toml", b"");
+    // The run's own ids aside, the same report.
+    let scan = |extra: &[&str]| {
+        let out = memdedup()
+            .env_remove("MEMDEDUP_JUDGE")
+            .args(["--db", &db, "--config"])
+            .arg(&empty)
+            .args(["dedup", "--scan", "--json"])
+            .args(extra)
+            .assert()
+            .success();
+        let mut report = crate::support::json(&out.get_output().stdout);
+        report["run_id"] = Value::Null;
+        for proposal in report["proposals"].as_array_mut().unwrap() {
+            proposal["batch_id"] = Value::Null;
+        }
+        report
+    };
+    let by_default = scan(&[]);
+    assert_eq!(by_default, scan(&["--judge", "learned"]), "no judge configured: the learned one decides");
 }
 
 #[test]

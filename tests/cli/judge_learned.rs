@@ -20,12 +20,12 @@ fn add(db: &str, content: &str) -> Value {
     run_json(db, &["add", content, "--judge", "learned"])
 }
 
-/// A pair the shipped model reads in its uncertain band (P(duplicate) about 0.58).
-const DARK_MODE: &str = "The user prefers dark mode in every editor.";
-const DARK_THEME: &str = "The user likes a dark theme in their editors.";
+/// A pair the shipped model reads in its uncertain band (P(duplicate) about 0.43).
+const TABS: &str = "The user prefers tabs over spaces.";
+const TABS_AGAIN: &str = "User likes indenting with tabs rather than spaces.";
 
 #[test]
-#[ignore = "known failure of the shipped model: it reads the pair as a contradiction (P 0.42); see docs/MODEL.md"]
+#[ignore = "known failure of the shipped model: it reads the pair as a contradiction (P 0.45, uncertain: stored and named as the likely duplicate); see docs/MODEL.md"]
 fn learned_add_refuses_the_readme_type_hints_pair_as_a_duplicate() {
     require_model();
     let (_dir, db) = sqlite_db();
@@ -52,7 +52,7 @@ fn learned_add_refuses_the_readme_type_hints_pair_as_a_duplicate() {
 }
 
 #[test]
-#[ignore = "known failure of the shipped model: the opposite lands in the uncertain band (P 0.67), stored but not as related"]
+#[ignore = "known failure of the shipped model: it reads the opposite as a duplicate (P 0.63); the opposite-words contrast holds it for review, so it is stored as uncertain, not related"]
 fn learned_add_stores_always_never_as_related_not_as_a_duplicate() {
     require_model();
     let (_dir, db) = sqlite_db();
@@ -67,6 +67,22 @@ fn learned_add_stores_always_never_as_related_not_as_a_duplicate() {
     assert_eq!((check["judge"].as_str(), check["verdict"].as_str()), (Some("learned"), Some("related")), "{never}");
     assert!(check["probability"].as_f64().unwrap() < 0.5, "{check}");
     assert_eq!(check["likely_duplicate"], Value::Null, "{check}");
+}
+
+#[test]
+fn learned_add_stores_always_never_and_never_refuses_it() {
+    require_model();
+    let (_dir, db) = sqlite_db();
+    let always = add(&db, ALWAYS);
+    let never = add(&db, NEVER);
+    let check = &never["check"];
+    assert!(never["stored"].is_u64(), "the opposite is stored: {never}");
+    assert_eq!(check["is_duplicate"], false, "{never}");
+    assert_ne!(check["verdict"], "duplicate", "{never}");
+    // When the judge is unsure, the result names the memory to compare with.
+    if check["verdict"] == "uncertain" {
+        assert_eq!(check["likely_duplicate"], always["urn"], "{never}");
+    }
 }
 
 #[test]
@@ -103,24 +119,25 @@ fn learned_judge_without_its_model_falls_back_to_cosine_and_says_so() {
 fn learned_add_stores_an_uncertain_pair_and_names_its_likely_duplicate() {
     require_model();
     let (_dir, db) = sqlite_db();
-    let first = add(&db, DARK_MODE);
+    let first = add(&db, TABS);
     let urn = first["urn"].as_str().unwrap().to_owned();
-    let second = add(&db, DARK_THEME);
+    let second = add(&db, TABS_AGAIN);
     let check = &second["check"];
     assert!(second["stored"].is_u64(), "an uncertain pair is stored: {second}");
     assert_eq!((check["judge"].as_str(), check["verdict"].as_str()), (Some("learned"), Some("uncertain")), "{check}");
     assert_eq!(check["is_duplicate"], false);
     assert_eq!(check["likely_duplicate"].as_str(), Some(urn.as_str()), "{check}");
     let p = check["probability"].as_f64().unwrap();
-    assert!((0.5..0.931).contains(&p), "in the band: {check}");
+    let (low, high) = crate::support::learned_band();
+    assert!((low - 1e-3..high).contains(&p), "in the band [{low}, {high}): {check}");
     assert!(check["reasons"][0].as_str().unwrap().contains("uncertain band"), "{check}");
 
-    let line = memdedup().args(["--db", &db, "check", DARK_THEME, "--judge", "learned"]).assert().success();
+    let line = memdedup().args(["--db", &db, "check", TABS_AGAIN, "--judge", "learned"]).assert().success();
     let line = text(&line.get_output().stdout);
     assert!(line.starts_with("duplicate of"), "the stored copy is an exact match now: {line}");
     let (_other_dir, other) = sqlite_db();
-    add(&other, DARK_MODE);
-    let out = memdedup().args(["--db", &other, "add", DARK_THEME, "--judge", "learned"]).assert().success();
+    add(&other, TABS);
+    let out = memdedup().args(["--db", &other, "add", TABS_AGAIN, "--judge", "learned"]).assert().success();
     let line = text(&out.get_output().stdout);
     assert!(line.contains("uncertain: may duplicate memdedup://global/default/1"), "{line}");
 }
@@ -129,8 +146,8 @@ fn learned_add_stores_an_uncertain_pair_and_names_its_likely_duplicate() {
 fn learned_scan_reports_the_uncertain_pair_for_review_and_does_not_group_it() {
     require_model();
     let lines = [
-        serde_json::json!({"id": "a", "text": DARK_MODE}),
-        serde_json::json!({"id": "b", "text": DARK_THEME}),
+        serde_json::json!({"id": "a", "text": TABS}),
+        serde_json::json!({"id": "b", "text": TABS_AGAIN}),
         serde_json::json!({"id": "c", "text": "Deployments to production need two approvals."}),
     ];
     let input: String = lines.iter().map(|l| format!("{l}\n")).collect();
@@ -149,7 +166,7 @@ fn learned_scan_reports_the_uncertain_pair_for_review_and_does_not_group_it() {
 fn learned_dedup_lists_the_uncertain_pair_and_merges_nothing() {
     require_model();
     let (_dir, db) = sqlite_db();
-    for text in [DARK_MODE, DARK_THEME] {
+    for text in [TABS, TABS_AGAIN] {
         run_json(&db, &["add", text, "--judge", "cosine"]);
     }
     // A dry run first (it changes nothing), then the run.

@@ -182,6 +182,14 @@ pub fn run_json(db: &str, args: &[&str]) -> Value {
 }
 
 /// Where the binary finds the model without `MEMDEDUP_MODEL_DIR` (the rule of `ModelDir::locate`).
+/// The installed learned judge's band: (uncertain_threshold, duplicate_threshold).
+pub fn learned_band() -> (f64, f64) {
+    let path = installed_model_dir().join("pair_judge.json");
+    let settings: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))).unwrap();
+    (settings["uncertain_threshold"].as_f64().unwrap(), settings["duplicate_threshold"].as_f64().unwrap())
+}
+
 pub fn installed_model_dir() -> std::path::PathBuf {
     use std::path::PathBuf;
     let non_empty = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);

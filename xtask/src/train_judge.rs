@@ -16,14 +16,17 @@ use crate::temp_dir::TempDir;
 
 pub const HELP: &str = "\
 Trains the learned pair judge (a cross-encoder from all-MiniLM-L6-v2, plus a decision on its
-log-odds and the embedder's cosine) on data/judge/, calibrates it on the calibration split,
-evaluates it on the held-out splits (data/judge test, tests/fixtures/labelled/*.jsonl,
-tests/fixtures/memories_dev.jsonl, and every --public NAME=PATH set), exports ONNX,
-quantises it to int8 when quality holds, and writes models/pair-judge/{pair_judge.onnx,
-judge.json, metrics.json}, printing the model's sha256. Fixed seed; about 60 minutes on
-2 cores.
+log-odds and the embedder's cosine) on data/judge/, exports ONNX, quantises it to int8 when
+quality holds, calibrates the exported model on the calibration data (the calib split and
+tests/fixtures/labelled/tune.jsonl's candidate pairs), evaluates it on the held-out splits (data/judge test, tests/fixtures/labelled/*.jsonl,
+tests/fixtures/memories_dev.jsonl, and every --public NAME=PATH set), and writes
+models/pair-judge/{pair_judge.onnx, judge.json, metrics.json}, printing the model's sha256.
+Fixed seed; about 50 minutes on 2 cores.
 
 Options:
+  --recalibrate        skip training: calibrate and evaluate the model already in
+                       models/pair-judge/ (same file, new decision and thresholds; what a full
+                       run computes after its training); about 15 minutes
   --embedder           train the fine-tuned embedder judge instead (approach (a): all-MiniLM-L6-v2
                        fine-tuned contrastively, its cosine calibrated on the calibration split
                        and tests/fixtures/labelled/tune.jsonl) into target/judge-embedder/
@@ -44,6 +47,7 @@ few GB). Needs python3 with venv and pip, and PyPI.";
 pub struct TrainArgs {
     pub smoke: bool,
     pub embedder: bool,
+    pub recalibrate: bool,
     pub public: Vec<String>,
     pub max_minutes: Option<u32>,
 }
@@ -55,6 +59,7 @@ pub fn parse_args(args: &[String]) -> Result<TrainArgs> {
         match arg.as_str() {
             "--smoke" => out.smoke = true,
             "--embedder" => out.embedder = true,
+            "--recalibrate" => out.recalibrate = true,
             "--public" => {
                 let spec = it.next().context("--public needs NAME=PATH")?;
                 ensure!(spec.contains('='), "--public takes NAME=PATH, got {spec:?}");
@@ -67,6 +72,10 @@ pub fn parse_args(args: &[String]) -> Result<TrainArgs> {
             other => bail!("train-judge: unknown argument {other:?} (see `cargo xtask train-judge --help`)"),
         }
     }
+    ensure!(
+        !(out.recalibrate && out.embedder),
+        "--recalibrate applies to the cross-encoder judge only; the embedder judge re-exports saved weights with train_embedder_judge.py --weights"
+    );
     Ok(out)
 }
 
@@ -76,7 +85,7 @@ const FIXTURES: [&str; 3] = [
     "tests/fixtures/labelled/holdout.jsonl",
     "tests/fixtures/memories_dev.jsonl",
 ];
-/// The labelled file the embedder judge's decision is calibrated on too.
+/// The labelled file each judge's decision is calibrated on, with the calib split.
 const CALIBRATION_FIXTURE: &str = "tests/fixtures/labelled/tune.jsonl";
 
 /// Where the shipped model goes, relative to the workspace root.
@@ -126,8 +135,13 @@ pub fn run(root: &Path, args: &TrainArgs) -> Result<()> {
     for fixture in FIXTURES {
         cmd.arg("--fixture").arg(root.join(fixture));
     }
-    if args.embedder {
-        cmd.arg("--calib-fixture").arg(root.join(CALIBRATION_FIXTURE));
+    cmd.arg("--calib-fixture").arg(root.join(CALIBRATION_FIXTURE));
+    if !args.embedder {
+        let me = std::env::current_exe().context("locating the xtask binary (for pair-contrasts)")?;
+        cmd.arg("--contrasts-bin").arg(me);
+    }
+    if args.recalibrate {
+        cmd.arg("--model").arg(root.join(MODEL_DIR));
     }
     for public in &args.public {
         cmd.args(["--public", public]);
@@ -166,7 +180,78 @@ pub fn run(root: &Path, args: &TrainArgs) -> Result<()> {
         std::fs::rename(&tmp, dest.join(name)).with_context(|| format!("installing {name}"))?;
     }
     println!("wrote {}/{}  sha256 {sha}", dest.display(), judge.outputs[0]);
+    if judge.dest == MODEL_DIR {
+        let lock = root.join(MODEL_LOCK);
+        let text = std::fs::read_to_string(&lock).with_context(|| format!("reading {}", lock.display()))?;
+        let mut updated = text.clone();
+        for name in &judge.outputs[..2] {
+            let path = dest.join(name);
+            let size = std::fs::metadata(&path)?.len();
+            updated = repin(&updated, &format!("{MODEL_DIR}/{name}"), size, &sha256_file(&path)?)?;
+        }
+        if updated != text {
+            let tmp = lock.with_extension("lock.tmp");
+            std::fs::write(&tmp, &updated).with_context(|| format!("writing {}", tmp.display()))?;
+            std::fs::rename(&tmp, &lock).with_context(|| format!("updating {}", lock.display()))?;
+            println!("updated {MODEL_LOCK}: run `cargo xtask fetch-model` to install the new judge");
+        }
+    }
     Ok(())
+}
+
+/// The internal command train.py runs (this binary, `pair-contrasts`) to read the text
+/// contrasts of pairs exactly as memdedup finds them.
+pub const CONTRASTS_COMMAND: &str = "pair-contrasts";
+
+/// `pair-contrasts`: reads JSON lines `{"a": TEXT, "b": TEXT}` on stdin and writes, for
+/// each, one line: the JSON array of the contrast kinds found between the two texts
+/// (`dedup_core::CONTRAST_KINDS` order, each once).
+pub fn pair_contrasts() -> Result<()> {
+    use std::io::{BufRead, Write};
+    #[derive(serde::Deserialize)]
+    struct Pair {
+        a: String,
+        b: String,
+    }
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    for (i, line) in std::io::stdin().lock().lines().enumerate() {
+        let line = line.context("reading stdin")?;
+        let pair: Pair = serde_json::from_str(&line).with_context(|| format!("stdin line {}", i + 1))?;
+        let kinds = pair_contrast_kinds(&pair.a, &pair.b);
+        writeln!(out, "{}", serde_json::to_string(&kinds)?)?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// The contrast kinds between `a` and `b`, in `CONTRAST_KINDS` order, each once.
+fn pair_contrast_kinds(a: &str, b: &str) -> Vec<&'static str> {
+    let found: Vec<&str> = dedup_core::contrast(a, b).iter().map(dedup_core::Contrast::kind).collect();
+    dedup_core::CONTRAST_KINDS.into_iter().filter(|k| found.contains(k)).collect()
+}
+
+/// The model lock, whose `repo` lines pin the shipped judge's files.
+const MODEL_LOCK: &str = "crates/dedup-embed/model.lock";
+
+/// `lock` with the `repo` line of `path` pinning `size` and `sha256`; an error when the
+/// lock has no such line.
+fn repin(lock: &str, path: &str, size: u64, sha256: &str) -> Result<String> {
+    let mut found = false;
+    let lines: Vec<String> = lock
+        .lines()
+        .map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            if fields.len() == 5 && fields[0] == "repo" && fields[1] == path {
+                found = true;
+                format!("repo {path} {} {size} {sha256}", fields[2])
+            } else {
+                line.to_owned()
+            }
+        })
+        .collect();
+    ensure!(found, "{MODEL_LOCK} has no `repo {path} ...` line to pin the new file with");
+    Ok(lines.join("\n") + "\n")
 }
 
 /// The training virtualenv with exactly the pinned wheels; returns its python.
@@ -252,11 +337,41 @@ mod tests {
         let parsed = parse_args(&args(&["--smoke", "--public", "paws=/x.jsonl", "--max-minutes", "5"])).unwrap();
         assert_eq!(
             parsed,
-            TrainArgs { smoke: true, embedder: false, public: vec!["paws=/x.jsonl".into()], max_minutes: Some(5) }
+            TrainArgs {
+                smoke: true,
+                embedder: false,
+                recalibrate: false,
+                public: vec!["paws=/x.jsonl".into()],
+                max_minutes: Some(5)
+            }
         );
         assert!(parse_args(&args(&["--embedder"])).unwrap().embedder);
+        assert!(parse_args(&args(&["--recalibrate"])).unwrap().recalibrate);
+        assert!(parse_args(&args(&["--recalibrate", "--embedder"])).unwrap_err().to_string().contains("cross-encoder"));
         assert!(parse_args(&args(&["--public", "nopath"])).unwrap_err().to_string().contains("NAME=PATH"));
         assert!(parse_args(&args(&["--bogus"])).unwrap_err().to_string().contains("--bogus"));
         assert!(parse_args(&args(&["--max-minutes", "x"])).is_err());
+    }
+
+    #[test]
+    fn contrast_kinds_are_found_in_order_once() {
+        let kinds = pair_contrast_kinds(
+            "Always run the migrations before starting the API server.",
+            "Never run the migrations before starting the API server.",
+        );
+        assert!(kinds.contains(&"opposite_words"), "{kinds:?}");
+        assert!(kinds.windows(2).all(|w| {
+            let pos = |k| dedup_core::CONTRAST_KINDS.iter().position(|x| *x == k).unwrap();
+            pos(w[0]) < pos(w[1])
+        }));
+        assert!(pair_contrast_kinds("use type hints", "use type hints").is_empty());
+    }
+
+    #[test]
+    fn repin_replaces_only_the_named_line() {
+        let lock = "# comment\nrepo models/pair-judge/judge.json pair_judge.json 735 aa\nrepo models/x y 1 bb\n";
+        let out = repin(lock, "models/pair-judge/judge.json", 800, "cc").unwrap();
+        assert_eq!(out, "# comment\nrepo models/pair-judge/judge.json pair_judge.json 800 cc\nrepo models/x y 1 bb\n");
+        assert!(repin(lock, "models/none", 1, "dd").unwrap_err().to_string().contains("models/none"));
     }
 }

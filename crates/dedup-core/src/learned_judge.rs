@@ -123,6 +123,11 @@ pub struct LearnedJudgeSettings {
     /// of reach, what was done instead).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threshold_rule: Option<String>,
+    /// The contrasts (of [`crate::CONTRAST_KINDS`]) that hold a pair reaching
+    /// `duplicate_threshold` for review instead of merging it: chosen on the calibration
+    /// data where pairs showing them are clearly less often duplicates.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub review_contrasts: Vec<String>,
     /// The training seed.
     pub seed: u64,
     /// The checkpoint the model was trained from.
@@ -189,6 +194,12 @@ impl LearnedJudgeSettings {
                 self.uncertain_threshold, self.duplicate_threshold
             ));
         }
+        if let Some(kind) = self.review_contrasts.iter().find(|k| !crate::CONTRAST_KINDS.contains(&k.as_str())) {
+            return bad(format!(
+                "review_contrasts names {kind:?}, which is not one of {}",
+                crate::CONTRAST_KINDS.join(", ")
+            ));
+        }
         if self.max_len < 8 {
             return bad(format!("max_len {} is too short", self.max_len));
         }
@@ -235,7 +246,8 @@ impl LearnedJudgeSettings {
     }
 
     /// The verdict on two texts from the models' scores for them and their cosine, with
-    /// reasons; the text contrasts found are listed as explanation, never as causes.
+    /// reasons; the text contrasts found are listed as explanation, and those of
+    /// [`LearnedJudgeSettings::review_contrasts`] hold a duplicate for review.
     pub fn judge(&self, first: &str, second: &str, scores: &PairScores, cosine: f32) -> PairJudgement {
         let (a, b) = (TextFeatures::new(first), TextFeatures::new(second));
         if a.normalized == b.normalized {
@@ -266,7 +278,9 @@ impl LearnedJudgeSettings {
         }
     }
 
-    /// The verdict from the scores, the cosine and the contrasts found (explanation only).
+    /// The verdict from the scores, the cosine and the contrasts found: explanation, except
+    /// that one of [`LearnedJudgeSettings::review_contrasts`] holds a duplicate for review
+    /// (uncertain).
     ///
     /// Below the uncertain band the relation is the cross-encoder's when the judge has one;
     /// without one, a pair at cosine [`RELATED_COSINE`] or more is related, else unique.
@@ -279,14 +293,24 @@ impl LearnedJudgeSettings {
             None if cosine >= RELATED_COSINE => Relation::Related,
             None => Relation::Unique,
         };
+        let held = contrasts.iter().find(|c| self.review_contrasts.iter().any(|k| k == c.kind()));
         let (verdict, mut reasons) = if p >= self.duplicate_threshold {
-            (
-                PairVerdict::Duplicate,
-                vec![format!(
-                    "learned judge: P(duplicate) {p:.3} reaches {:.3} (cosine {cosine:.3}{tuned})",
-                    self.duplicate_threshold
-                )],
-            )
+            match held {
+                None => (
+                    PairVerdict::Duplicate,
+                    vec![format!(
+                        "learned judge: P(duplicate) {p:.3} reaches {:.3} (cosine {cosine:.3}{tuned})",
+                        self.duplicate_threshold
+                    )],
+                ),
+                Some(contrast) => (
+                    PairVerdict::Uncertain,
+                    vec![format!(
+                        "learned judge: P(duplicate) {p:.3} reaches {:.3}, but {contrast}: not merged, to review (cosine {cosine:.3}{tuned})",
+                        self.duplicate_threshold
+                    )],
+                ),
+            }
         } else if p >= self.uncertain_threshold {
             (
                 PairVerdict::Uncertain,

@@ -198,7 +198,8 @@ pub(crate) struct PairJudgeArgs {
     /// it is unsure of are stored and named as likely duplicates, never refused) or
     /// `local` (the rules judge: vetoes close pairs that other numbers, a negation, an
     /// added condition or another entity keep apart, and confirms paraphrases somewhat
-    /// below the threshold). Default: `[dedup] judge`, $MEMDEDUP_DEDUP_JUDGE, else cosine.
+    /// below the threshold). Default: `[dedup] judge`, $MEMDEDUP_DEDUP_JUDGE, else learned
+    /// (cosine, said so, when its model is missing).
     #[arg(long, value_name = "JUDGE", value_parser = ["cosine", "local", "learned"])]
     pub judge: Option<String>,
     /// The local judge's parameter file (JSON: duplicate_floor, related_floor, vetoes).
@@ -309,9 +310,11 @@ pub(crate) struct ScanArgs {
     /// JSONL (one object per line) or a JSON array; `-` reads stdin. Objects need `id`
     /// (string or number) and `text`; `namespace` is optional; other fields are ignored.
     pub file: PathBuf,
-    /// Cosine threshold in [0, 1].
-    #[arg(long, value_parser = parse_unit, default_value = "0.85")]
-    pub threshold: f64,
+    /// Cosine threshold in [0, 1] (default 0.85). Given without `--judge`, it chooses the
+    /// cosine judge unless `[dedup] judge` or $MEMDEDUP_DEDUP_JUDGE names another; with the
+    /// learned or local judge, pairs they keep apart from this cosine up are reported.
+    #[arg(long, value_parser = parse_unit)]
+    pub threshold: Option<f64>,
     /// Print one JSON object on stdout (shape documented in docs/CLI.md).
     #[arg(long)]
     pub json: bool,

@@ -192,7 +192,16 @@ async fn extract(global: &GlobalArgs, scope: Scope, args: &FactsExtractArgs) -> 
         model: args.judge.judge_model.clone(),
         params: None,
     };
-    let model = config.judge_settings(&overrides)?.chat_model()?;
+    // Extraction needs a chat model: no default judge stands in for one.
+    let model = config
+        .judge_settings_if_chosen(&overrides)?
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "no judge is configured: pass --judge openai|anthropic (with --judge-url and --judge-model), \
+                 set MEMDEDUP_JUDGE, or set `judge.kind` in memdedup.toml"
+            )
+        })?
+        .chat_model()?;
 
     // Every turn is extracted before anything is stored: one unusable reply stores nothing.
     let mut kept = Vec::new();

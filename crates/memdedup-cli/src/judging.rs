@@ -8,13 +8,14 @@ use memdedup::{Linkage, LocalJudge, LocalJudgeParams, PairScorer};
 use crate::cli::{GlobalArgs, JudgingArgs, LinkageArg, PairJudgeArg};
 
 /// The learned pair judge when the flags, else `[dedup] judge` or $MEMDEDUP_DEDUP_JUDGE,
-/// choose it, with the linkage (default complete); `None` for any other judge, and when
-/// no judge is chosen (a scan's default is the cosine threshold). A model
-/// that cannot be loaded is an error when `--judge learned` asked for it; when only the
-/// configuration did, cosine decides and a warning says why.
+/// choose it, or none of them chooses a judge and `default_learned`, with the linkage
+/// (default complete); `None` for any other judge. A model that cannot be loaded is an
+/// error when `--judge learned` asked for it; otherwise cosine decides and a warning says
+/// why.
 pub(crate) fn learned_from_args(
     global: &GlobalArgs,
     args: &JudgingArgs,
+    default_learned: bool,
 ) -> Result<Option<(Arc<dyn PairScorer>, Linkage)>> {
     let flagged = args.pair.judge.as_deref().is_some_and(|j| j.trim().eq_ignore_ascii_case("learned"));
     if flagged && args.pair.judge_params.is_some() {
@@ -23,9 +24,7 @@ pub(crate) fn learned_from_args(
     let config = crate::open::config_file(global)?;
     let mut dedup = config.dedup_config()?;
     dedup.apply_judge(args.pair.judge.as_deref(), "--judge", args.pair.judge_params.as_deref(), "--judge-params")?;
-    // A scan keeps the cosine threshold unless a judge is chosen (flag, `[dedup] judge`,
-    // MEMDEDUP_DEDUP_JUDGE): its `--threshold` is a cosine.
-    if dedup.pair_judge.learned().is_none() || !(flagged || config.pair_judge_chosen()) {
+    if dedup.pair_judge.learned().is_none() || !(flagged || default_learned || config.pair_judge_chosen()) {
         return Ok(None);
     }
     let linkage = linkage(args.linkage.unwrap_or(LinkageArg::Complete));

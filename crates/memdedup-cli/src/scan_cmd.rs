@@ -10,11 +10,16 @@ use crate::judging::{Judging, linkage_name};
 use crate::output::{emit, plural, score, snippet};
 use crate::progress::embedding_bar;
 
+/// The cosine threshold of a scan without `--threshold`.
+const DEFAULT_SCAN_THRESHOLD: f64 = 0.85;
+
 pub(crate) async fn run(global: &GlobalArgs, args: &ScanArgs) -> Result<()> {
     let name = display_name(&args.file);
     let collection = parse_collection(&read_text(&args.file)?, &name)?;
     let items = &collection.items;
-    let (judge, learned, linkage) = match crate::judging::learned_from_args(global, &args.judging)? {
+    // A cosine threshold alone asks for the cosine judge; otherwise the learned judge is the default.
+    let default_learned = args.threshold.is_none();
+    let (judge, learned, linkage) = match crate::judging::learned_from_args(global, &args.judging, default_learned)? {
         Some((scorer, linkage)) => (None, Some(scorer), linkage),
         None => {
             let (judge, linkage) = crate::judging::from_args(global, &args.judging)?;
@@ -22,7 +27,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: &ScanArgs) -> Result<()> {
         }
     };
     let options = ScanOptions {
-        threshold: Threshold::new(args.threshold)?,
+        threshold: Threshold::new(args.threshold.unwrap_or(DEFAULT_SCAN_THRESHOLD))?,
         cross_namespace: args.cross_namespace,
         judge,
         learned,

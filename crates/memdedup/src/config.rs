@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use dedup_precompact::{DeduplicationConfig, PAIR_JUDGE_ENV_VAR};
+use dedup_precompact::{DeduplicationConfig, LearnedPairJudge, PAIR_JUDGE_ENV_VAR, PairJudgeChoice};
 use dedup_store::{DEFAULT_INDEX_MEMORY_BYTES, DbLocation, MEMDEDUP_HOME_ENV_VAR, StoreOptions};
 
 use crate::{Error, Result};
@@ -341,9 +341,10 @@ impl ConfigFile {
 
     /// The checker chain's configuration: defaults < `[dedup]` < `SUBCOG_DEDUP_*`.
     ///
-    /// The pair judge defaults to seed 004's cosine threshold; `[dedup] judge = "learned"`
-    /// or `MEMDEDUP_DEDUP_JUDGE=learned` chooses the learned one (attach its model with
-    /// [`crate::attach_learned_judge`]).
+    /// The pair judge defaults to the learned one (attach its model with
+    /// [`crate::attach_learned_judge`]; without one, cosine decides and results say so);
+    /// `[dedup] judge = "cosine"` or `MEMDEDUP_DEDUP_JUDGE=cosine` restores seed 004's
+    /// cosine threshold, which [`DeduplicationConfig::default`] keeps for the library.
     pub fn dedup_config(&self) -> Result<DeduplicationConfig> {
         let mut config = self.dedup_config_without_env()?;
         config.apply_env(|name| std::env::var(name).ok())?;
@@ -358,7 +359,7 @@ impl ConfigFile {
     }
 
     fn dedup_config_without_env(&self) -> Result<DeduplicationConfig> {
-        let mut config = DeduplicationConfig::default();
+        let mut config = DeduplicationConfig { pair_judge: default_pair_judge(), ..DeduplicationConfig::default() };
         config.apply_toml(&self.table, &self.origin())?;
         Ok(config)
     }
@@ -405,6 +406,12 @@ impl ConfigFile {
     pub(crate) fn error(&self, message: impl Into<String>) -> Error {
         Error::Config { origin: self.origin(), message: message.into() }
     }
+}
+
+/// memdedup's default pair judge: the learned one, its model attached when a service is
+/// opened ([`crate::attach_learned_judge`]).
+fn default_pair_judge() -> PairJudgeChoice {
+    PairJudgeChoice::Learned(LearnedPairJudge::default())
 }
 
 /// Checks an index memory budget of `mib` MiB given as `key`.

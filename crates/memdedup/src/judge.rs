@@ -263,8 +263,8 @@ impl JudgeSettings {
 
 impl ConfigFile {
     /// The judge: `overrides` (flags) > `MEMDEDUP_JUDGE`, `MEMDEDUP_JUDGE_URL`,
-    /// `MEMDEDUP_JUDGE_MODEL` > `[judge]` > defaults. Fails with a message naming the flag
-    /// and key to set when no judge is chosen anywhere.
+    /// `MEMDEDUP_JUDGE_MODEL` > `[judge]` > defaults; the learned judge when no judge is
+    /// chosen anywhere.
     pub fn judge_settings(&self, overrides: &JudgeOverrides) -> Result<JudgeSettings> {
         self.judge_settings_with_env(overrides, |name| std::env::var(name).ok())
     }
@@ -299,13 +299,9 @@ impl ConfigFile {
                 None => self.judge_string(key)?,
             })
         };
-        let kind_text = pick(&overrides.kind, JUDGE_ENV_VAR, "kind")?.ok_or_else(|| {
-            self.error(
-                "no judge is configured: pass --judge openai|anthropic (with --judge-url and --judge-model) \
-                 or, to dedup offline, --judge learned (or the rules judge, local); set MEMDEDUP_JUDGE, or set \
-                 `judge.kind` in memdedup.toml",
-            )
-        })?;
+        // No judge chosen anywhere: the learned one, offline.
+        let kind_text =
+            pick(&overrides.kind, JUDGE_ENV_VAR, "kind")?.unwrap_or_else(|| JudgeKind::Learned.as_str().to_owned());
         let kind = JudgeKind::parse(&kind_text).ok_or_else(|| {
             self.error(format!("judge {kind_text:?} is not \"learned\", \"local\", \"openai\" or \"anthropic\""))
         })?;

@@ -150,3 +150,33 @@ fn the_models_a_decision_weighs_must_be_named() {
         assert!(LearnedJudgeSettings::parse(&bad).unwrap_err().to_string().contains("distinct features"), "{features}");
     }
 }
+
+fn settings_holding(kinds: &str) -> LearnedJudgeSettings {
+    let json = settings_json(0.9, 0.5).replace(r#""seed": 13"#, &format!(r#""review_contrasts": {kinds}, "seed": 13"#));
+    LearnedJudgeSettings::parse(&json).unwrap()
+}
+
+#[test]
+fn a_review_contrast_holds_a_duplicate_for_review() {
+    let s = settings_holding(r#"["opposite_words"]"#);
+    let always = "Always run the migrations before starting the API server.";
+    let never = "Never run the migrations before starting the API server.";
+    let confident = ce([-3.0, -3.0, -3.0, 6.0]);
+    let held = s.judge(always, never, &confident, 0.93);
+    assert_eq!(held.verdict, PairVerdict::Uncertain, "{held:?}");
+    assert!(held.reasons[0].contains("reaches") && held.reasons[0].contains("opposite words"), "{:?}", held.reasons);
+    // Without the setting, or without the contrast, the same scores merge.
+    assert_eq!(settings().judge(always, never, &confident, 0.93).verdict, PairVerdict::Duplicate);
+    let paraphrase = "Run the migrations before you start the API server, always.";
+    assert_eq!(s.judge(always, paraphrase, &confident, 0.93).verdict, PairVerdict::Duplicate);
+    // Below the duplicate threshold the contrast changes nothing.
+    let low = s.judge(always, never, &ce([4.0, 0.0, 0.0, -2.0]), 0.4);
+    assert_eq!(low.verdict, PairVerdict::Unique, "{low:?}");
+}
+
+#[test]
+fn an_unknown_review_contrast_is_refused() {
+    let json = settings_json(0.9, 0.5).replace(r#""seed": 13"#, r#""review_contrasts": ["antonyms"], "seed": 13"#);
+    let err = LearnedJudgeSettings::parse(&json).unwrap_err().to_string();
+    assert!(err.contains("antonyms") && err.contains("opposite_words"), "{err}");
+}

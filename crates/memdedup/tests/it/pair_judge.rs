@@ -67,12 +67,12 @@ fn describe(j: &PairJudgement) -> String {
 /// A paraphrase is never kept apart: a duplicate, or uncertain (not merged, to review)
 /// when the judge is not sure enough; and it scores above the same rule's opposite.
 #[tokio::test]
-#[ignore = "known failure of pair judge v1 (docs/MODEL.md): it reads this paraphrase as a contradiction, P 0.42"]
+#[ignore = "known failure of pair judge v1 (docs/MODEL.md): it reads this paraphrase as a contradiction (P 0.45, uncertain) and scores it below the opposite (P 0.63)"]
 async fn a_paraphrase_is_a_duplicate_or_uncertain_never_apart() {
     let a = "always use type hints for function parameters";
     let j = verdict(a, "use type hints on all function parameters").await;
     assert!(matches!(j.verdict, PairVerdict::Duplicate | PairVerdict::Uncertain), "{}", describe(&j));
-    assert!(j.probability.unwrap_or(0.0) >= 0.5, "{}", describe(&j));
+    assert!(j.probability.unwrap_or(0.0) >= judge().settings().uncertain_threshold, "{}", describe(&j));
     let o = verdict(a, "never use type hints for function parameters").await;
     assert!(j.probability > o.probability, "paraphrase {} / opposite {}", describe(&j), describe(&o));
 }
@@ -87,7 +87,7 @@ async fn an_opposite_is_never_merged() {
 }
 
 #[tokio::test]
-#[ignore = "known failure of pair judge v1 (docs/MODEL.md): it leaves this opposite uncertain (P 0.67), not related"]
+#[ignore = "known failure of pair judge v1 (docs/MODEL.md): it reads this opposite as a duplicate (P 0.63); only the opposite-words contrast holds it for review (uncertain), not related"]
 async fn an_opposite_reads_as_a_contradiction() {
     let j = verdict(ALWAYS, NEVER).await;
     assert!(!j.is_duplicate() && j.verdict != PairVerdict::Uncertain, "{}", describe(&j));
