@@ -161,9 +161,10 @@ fn run_text(db: &str, args: &[&str]) -> String {
     text(&assert.get_output().stdout)
 }
 
-/// Adds `text` to `namespace` and returns its id; the text must be stored.
+/// Adds `text` to `namespace` and returns its id; the text must be stored (checked by
+/// cosine, so that paraphrases are stored for dedup to find).
 fn add(db: &str, namespace: &str, text: &str) -> i64 {
-    let added = run_json(db, &["add", text, "-n", namespace]);
+    let added = run_json(db, &["add", text, "-n", namespace, "--judge", "cosine"]);
     added["stored"].as_i64().unwrap_or_else(|| panic!("`{text}` was not stored: {added}"))
 }
 
@@ -632,7 +633,11 @@ fn dedup_concurrent_with_add_from_another_process_loses_nothing_postgres() {
     let seed_texts: Vec<&str> =
         CLUSTERS.iter().flat_map(|c| c.members.iter().copied()).chain(NEGATIVES).chain([UNRELATED]).collect();
     let lines: String = seed_texts.iter().map(|t| format!("{}\n", json!({"content": t, "namespace": ns}))).collect();
-    let captured = memdedup().args(["--db", &url, "capture", "-", "--json"]).write_stdin(lines).assert().success();
+    let captured = memdedup()
+        .args(["--db", &url, "capture", "-", "--json", "--judge", "cosine"])
+        .write_stdin(lines)
+        .assert()
+        .success();
     let captured = json(&captured.get_output().stdout);
     let stored = captured["results"].as_array().unwrap().iter().filter(|r| !r["stored"].is_null()).count();
     assert_eq!(stored, seed_texts.len(), "every seed memory is new: {captured}");

@@ -32,7 +32,8 @@ fn edge_scores(report: &Value) -> Vec<f64> {
 #[test]
 fn scan_of_the_example_memories_finds_the_recorded_groups() {
     require_model();
-    let assert = memdedup().args(["scan", "-q", "--json", EXAMPLE_MEMORIES]).assert().success();
+    // The recorded scan is the cosine judge's (seed behaviour).
+    let assert = memdedup().args(["scan", "--judge", "cosine", "-q", "--json", EXAMPLE_MEMORIES]).assert().success();
     let report = json(&assert.get_output().stdout);
     let recorded = json_file(std::path::Path::new(RECORDED_SCAN));
     assert_eq!(groups(&report), groups(&recorded));

@@ -35,7 +35,9 @@ fn members(report: &Value) -> Vec<Vec<u64>> {
 fn scan_with_the_local_judge_keeps_other_numbers_and_opposites_apart_with_reasons() {
     require_model();
     let (_dir, path) = temp_file("near.jsonl", NEAR_COPIES.as_bytes());
-    let cosine = json(&memdedup().arg("scan").arg(&path).arg("--json").assert().success().get_output().stdout);
+    let cosine = json(
+        &memdedup().args(["scan", "--judge", "cosine"]).arg(&path).arg("--json").assert().success().get_output().stdout,
+    );
     assert_eq!(members(&cosine), [vec![1, 2, 3], vec![4, 5]], "cosine alone merges them: {cosine}");
     assert!(cosine.get("judge").is_none(), "the seed's shape is unchanged: {cosine}");
 

@@ -63,7 +63,7 @@ fn check_local_confirms_a_paraphrase_below_the_threshold() {
     let (_dir, db) = sqlite_db();
     run_json(&db, &["add", ROTATION]);
 
-    let by_cosine = run_json(&db, &["check", ROTATION_PARAPHRASE]);
+    let by_cosine = run_json(&db, &["check", ROTATION_PARAPHRASE, "--judge", "cosine"]);
     assert_eq!(by_cosine["is_duplicate"], false, "{by_cosine}");
     assert_eq!((by_cosine["judge"].as_str(), by_cosine["verdict"].as_str()), (Some("cosine"), Some("unique")));
 

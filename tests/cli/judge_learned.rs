@@ -182,3 +182,28 @@ fn learned_dedup_lists_the_uncertain_pair_and_merges_nothing() {
     let listed = run_json(&db, &["list", "--limit", "0"]);
     assert_eq!(listed.as_array().map(Vec::len), Some(2), "both memories are kept: {listed}");
 }
+
+#[test]
+fn scan_defaults_to_the_learned_judge_and_a_threshold_alone_asks_for_cosine() {
+    require_model();
+    let lines = [serde_json::json!({"id": "a", "text": TABS}), serde_json::json!({"id": "b", "text": TABS_AGAIN})];
+    let input: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    let (_dir, path) = temp_file("memories.jsonl", input.as_bytes());
+    let scan = |extra: &[&str]| {
+        let out = memdedup()
+            .env_remove("MEMDEDUP_DEDUP_JUDGE")
+            .arg("scan")
+            .arg(&path)
+            .arg("--json")
+            .args(extra)
+            .assert()
+            .success();
+        crate::support::json(&out.get_output().stdout)
+    };
+    let by_default = scan(&[]);
+    assert_eq!((by_default["judge"].as_str(), by_default["linkage"].as_str()), (Some("learned"), Some("complete")));
+    assert_eq!(by_default, scan(&["--judge", "learned"]));
+    let by_threshold = scan(&["--threshold", "0.8"]);
+    assert!(by_threshold.get("judge").is_none(), "the seed's cosine report: {by_threshold}");
+    assert_eq!(by_threshold["threshold"], 0.8, "{by_threshold}");
+}

@@ -398,3 +398,24 @@ fn mcp_stdio_speaks_plain_json_rpc_and_exits_cleanly_when_stdin_closes() {
     assert_eq!(facts.as_array().map(Vec::len), Some(1), "{facts}");
     assert_eq!(live_contents(&db, "default"), [DECISION], "calls in flight at the end of stdin are finished");
 }
+
+/// With no judge configured, the MCP tools decide with the learned judge, and a pair it
+/// holds for review is stored and named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_stdio_default_judge_is_the_learned_one() {
+    require_model();
+    let (_dir, db) = sqlite_db();
+    let mut command = mcp_command(&db, &[], &[]);
+    command.env_remove("MEMDEDUP_DEDUP_JUDGE");
+    let transport = TokioChildProcess::new(command).expect("starts");
+    let client = within("initialize", ().serve(transport)).await.expect("the stdio server initialises");
+    let (_, urn) = add_stored(&client, "decisions", DECISION).await;
+    let check =
+        call_ok(&client, "memory_check", json!({"content": DECISION_PARAPHRASE, "namespace": "decisions"})).await;
+    assert_eq!(check["judge"], "learned", "{check}");
+    assert!(check["probability"].as_f64().is_some(), "the learned judge states its probability: {check}");
+    if check["verdict"] == "uncertain" {
+        assert_eq!(check["likely_duplicate"], json!(urn), "{check}");
+    }
+    close(client).await;
+}

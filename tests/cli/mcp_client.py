@@ -1,7 +1,7 @@
 """A second, independent MCP client for memdedup: the official Python SDK (`mcp` on PyPI).
 
 Usage:
-    mcp_client.py stdio MEMDEDUP_BIN DB
+    mcp_client.py stdio MEMDEDUP_BIN DB CONFIG
     mcp_client.py http URL TOKEN
 
 Drives initialize, list tools, and a check -> add -> duplicate -> search -> dedup_run ->
@@ -58,8 +58,8 @@ async def round_trip(session):
     return out
 
 
-async def over_stdio(binary, db):
-    params = StdioServerParameters(command=binary, args=["--db", db, "mcp"])
+async def over_stdio(binary, db, config):
+    params = StdioServerParameters(command=binary, args=["--config", config, "--db", db, "mcp"])
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write) as session:
             return await round_trip(session)
@@ -74,12 +74,12 @@ async def over_http(url, token):
 
 def main():
     try:
-        if len(sys.argv) == 4 and sys.argv[1] == "stdio":
-            out = asyncio.run(over_stdio(sys.argv[2], sys.argv[3]))
+        if len(sys.argv) == 5 and sys.argv[1] == "stdio":
+            out = asyncio.run(over_stdio(sys.argv[2], sys.argv[3], sys.argv[4]))
         elif len(sys.argv) == 4 and sys.argv[1] == "http":
             out = asyncio.run(over_http(sys.argv[2], sys.argv[3]))
         else:
-            print(json.dumps({"error": "usage: mcp_client.py stdio BIN DB | http URL TOKEN"}))
+            print(json.dumps({"error": "usage: mcp_client.py stdio BIN DB CONFIG | http URL TOKEN"}))
             return 2
     except BaseException as error:  # noqa: BLE001 - report everything, including exception groups
         print(json.dumps({"error": f"{type(error).__name__}: {error!r}"}))

@@ -116,7 +116,10 @@ fn assert_round_trip(out: &Value) {
 fn python_sdk_client_round_trip_over_stdio() {
     let (_dir, db) = sqlite_db();
     let binary = assert_cmd::cargo::cargo_bin("memdedup");
-    let out = run_client(&["stdio", binary.to_str().unwrap(), &db]);
+    // The round trip pins the cosine judge (its restated rule is a paraphrase the learned
+    // judge would refuse).
+    let (_config_dir, config) = temp_file("memdedup.toml", b"[dedup]\njudge = \"cosine\"\n");
+    let out = run_client(&["stdio", binary.to_str().unwrap(), &db, config.to_str().unwrap()]);
     assert_round_trip(&out);
 }
 
@@ -125,7 +128,7 @@ fn python_sdk_client_round_trip_over_http_with_a_token() {
     let (_dir, db) = sqlite_db();
     let (_config_dir, config) = temp_file(
         "memdedup.toml",
-        b"[server]\naddr = \"127.0.0.1:0\"\n\n[[server.tokens]]\ntoken = \"python-client-token-1\"\n",
+        b"[dedup]\njudge = \"cosine\"\n\n[server]\naddr = \"127.0.0.1:0\"\n\n[[server.tokens]]\ntoken = \"python-client-token-1\"\n",
     );
     let server = Server::start(&["--config", config.to_str().unwrap(), "--db", &db, "serve"], &[]);
     let url = server.url("/mcp");

@@ -47,11 +47,15 @@ pub const DOCS: [&str; 2] =
 pub const LUNCH: &str = "The office cafeteria serves lunch between noon and two on weekdays.";
 
 /// `memdedup [ARGS…] --db DB mcp` as a tokio command with a clean environment plus `envs`.
+/// The pair judge is cosine (MEMDEDUP_DEDUP_JUDGE, which `envs` may override): these tests
+/// are about the protocol and the seed's verdicts; `mcp_stdio_default_judge_is_the_learned_one`
+/// covers the default.
 pub fn mcp_command(db: &str, args: &[&str], envs: &[(&str, &str)]) -> tokio::process::Command {
     tokio::process::Command::new(assert_cmd::cargo::cargo_bin("memdedup")).configure(|cmd| {
         for name in CLEARED_ENV_VARS {
             cmd.env_remove(name);
         }
+        cmd.env("MEMDEDUP_DEDUP_JUDGE", "cosine");
         cmd.envs(envs.iter().copied()).args(args).args(["--db", db, "mcp"]).current_dir(std::env::temp_dir());
     })
 }
@@ -214,9 +218,12 @@ pub struct HttpServer {
 
 impl HttpServer {
     /// Runs `memdedup ARGS…` (with `serve --addr 127.0.0.1:0`) with `envs` and waits for
-    /// the listening line.
+    /// the listening line. The pair judge is cosine unless `envs` sets
+    /// MEMDEDUP_DEDUP_JUDGE, as for [`mcp_command`].
     pub fn start(args: &[&str], envs: &[(&str, &str)]) -> HttpServer {
-        let server = Server::start(args, envs);
+        let envs: Vec<(&str, &str)> =
+            [("MEMDEDUP_DEDUP_JUDGE", "cosine")].into_iter().chain(envs.iter().copied()).collect();
+        let server = Server::start(args, &envs);
         HttpServer { base_url: server.url(""), server: Some(server) }
     }
 

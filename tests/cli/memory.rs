@@ -18,8 +18,10 @@ const DECISION: &str = "We decided to use PostgreSQL as the primary database for
 const DECISION_PARAPHRASE: &str = "We decided to use PostgreSQL as the main database for the billing service.";
 const UNRELATED: &str = "Run the integration tests against a disposable database before every release.";
 
+/// `add` under the cosine judge: these tests pin seed 004's verdicts (judge_learned.rs
+/// covers the default judge).
 fn add(db: &str, namespace: &str, content: &str) -> Value {
-    run_json(db, &["add", content, "--namespace", namespace])
+    run_json(db, &["add", content, "--namespace", namespace, "--judge", "cosine"])
 }
 
 fn live_contents(db: &str, namespace: &str) -> Vec<String> {
@@ -76,16 +78,17 @@ fn check_reports_the_verdict_without_storing() {
     require_model();
     let (_dir, db) = sqlite_db();
     add(&db, "decisions", DECISION);
-    let unique = run_json(&db, &["check", UNRELATED, "--namespace", "decisions"]);
+    let unique = run_json(&db, &["check", "--judge", "cosine", UNRELATED, "--namespace", "decisions"]);
     assert_eq!(unique["is_duplicate"], false, "{unique}");
     assert_eq!(unique["matched_urn"], Value::Null);
     assert!(unique["nearest"]["score"].as_f64().unwrap() < 0.92, "{unique}");
-    let duplicate = run_json(&db, &["check", DECISION_PARAPHRASE, "--namespace", "decisions"]);
+    let duplicate = run_json(&db, &["check", "--judge", "cosine", DECISION_PARAPHRASE, "--namespace", "decisions"]);
     assert_eq!(duplicate["reason"], "SemanticSimilar", "{duplicate}");
     assert!(duplicate["check_duration_ms"].is_u64());
     assert_eq!(live_contents(&db, "decisions").len(), 1, "check stores nothing");
 
-    let human = memdedup().args(["--db", &db, "check", DECISION, "-n", "decisions"]).assert().success();
+    let human =
+        memdedup().args(["--db", &db, "check", "--judge", "cosine", DECISION, "-n", "decisions"]).assert().success();
     let line = text(&human.get_output().stdout);
     assert!(line.starts_with("duplicate of memdedup://global/decisions/1: exact match"), "{line}");
 }
@@ -117,7 +120,8 @@ fn capture_prints_precompact_hook_output() {
         serde_json::json!({"content": UNRELATED, "namespace": "patterns"}),
     ];
     let input: String = candidates.iter().map(|c| format!("{c}\n")).collect();
-    let assert = memdedup().args(["--db", &db, "capture", "-"]).write_stdin(input).assert().success();
+    let assert =
+        memdedup().args(["--db", &db, "capture", "--judge", "cosine", "-"]).write_stdin(input).assert().success();
     let output = json(&assert.get_output().stdout);
     assert_eq!(output["hookSpecificOutput"]["hookEventName"], "PreCompact");
     let context = output["hookSpecificOutput"]["additionalContext"].as_str().unwrap();
@@ -228,7 +232,15 @@ fn list_and_show_read_back_what_was_stored() {
 
 /// Runs `scan --db` over `file` and returns the report.
 fn scan_with_cache(db: &str, file: &Path, extra: &[&str]) -> Value {
-    let assert = memdedup().args(["--db", db]).args(extra).arg("scan").arg(file).arg("--json").assert().success();
+    // The cosine judge: without the model (`--model-dir` elsewhere) the learned one has none.
+    let assert = memdedup()
+        .args(["--db", db])
+        .args(extra)
+        .args(["scan", "--judge", "cosine"])
+        .arg(file)
+        .arg("--json")
+        .assert()
+        .success();
     json(&assert.get_output().stdout)
 }
 
@@ -243,8 +255,10 @@ fn scan_db_reuses_cached_embeddings() {
     let missing_model = PathBuf::from("/nonexistent/memdedup-model");
     let second = scan_with_cache(&db, Path::new(EXAMPLE_MEMORIES), &["--model-dir", missing_model.to_str().unwrap()]);
     assert_eq!(first, second);
-    let uncached =
-        memdedup().args(["--model-dir", missing_model.to_str().unwrap(), "scan", EXAMPLE_MEMORIES]).assert().code(1);
+    let uncached = memdedup()
+        .args(["--model-dir", missing_model.to_str().unwrap(), "scan", "--judge", "cosine", EXAMPLE_MEMORIES])
+        .assert()
+        .code(1);
     assert!(text(&uncached.get_output().stderr).contains("cargo xtask fetch-model"));
 }
 
@@ -284,7 +298,7 @@ fn two_processes_sharing_one_postgres_store_each_text_once() {
     let binary = assert_cmd::cargo::cargo_bin("memdedup");
     let spawn = |input: String| {
         let mut child = StdCommand::new(&binary)
-            .args(["--db", &url, "capture", "-", "--json"])
+            .args(["--db", &url, "capture", "--judge", "cosine", "-", "--json"])
             .env_remove("DATABASE_URL")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -388,7 +402,19 @@ fn defect_8_memories_stored_without_the_model_are_counted_and_reembedded() {
     let no_model = missing.path().display().to_string();
     // The model is missing: the memory is stored anyway (fail-open), without a vector.
     let stored = memdedup()
-        .args(["--db", &db, "--model-dir", &no_model, "add", DECISION, "-n", "decisions", "--json"])
+        .args([
+            "--db",
+            &db,
+            "--model-dir",
+            &no_model,
+            "add",
+            "--judge",
+            "cosine",
+            DECISION,
+            "-n",
+            "decisions",
+            "--json",
+        ])
         .assert()
         .success();
     let stored = json(&stored.get_output().stdout);
@@ -400,7 +426,19 @@ fn defect_8_memories_stored_without_the_model_are_counted_and_reembedded() {
     assert!(human.contains("1 awaiting a vector") && human.contains("memdedup reembed"), "{human}");
     // Without the model, a paraphrase is not caught: the stored memory has no vector.
     let blind = memdedup()
-        .args(["--db", &db, "--model-dir", &no_model, "check", DECISION_PARAPHRASE, "-n", "decisions", "--json"])
+        .args([
+            "--db",
+            &db,
+            "--model-dir",
+            &no_model,
+            "check",
+            "--judge",
+            "cosine",
+            DECISION_PARAPHRASE,
+            "-n",
+            "decisions",
+            "--json",
+        ])
         .assert()
         .success();
     assert_eq!(json(&blind.get_output().stdout)["is_duplicate"], false);
@@ -414,7 +452,7 @@ fn defect_8_memories_stored_without_the_model_are_counted_and_reembedded() {
     let report = run_json(&db, &["reembed"]);
     assert_eq!((report["embedded"].as_u64(), report["examined"].as_u64()), (Some(1), Some(1)), "{report}");
     assert_eq!(run_json(&db, &["stats"])["namespaces"][0]["unembedded"], 0);
-    let check = run_json(&db, &["check", DECISION_PARAPHRASE, "-n", "decisions"]);
+    let check = run_json(&db, &["check", "--judge", "cosine", DECISION_PARAPHRASE, "-n", "decisions"]);
     assert_eq!(check["reason"], "SemanticSimilar", "{check}");
     // Nothing left: a second run embeds nothing.
     assert_eq!(run_json(&db, &["reembed", "-n", "decisions"])["embedded"], 0);

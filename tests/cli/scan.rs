@@ -1,4 +1,5 @@
-//! `memdedup scan` with the real model: the `--json` contract, input forms, namespaces.
+//! `memdedup scan --judge cosine` (seed behaviour) with the real model: the `--json` contract, input forms,
+//! namespaces. The default judge's scan is tested in judge_learned.rs.
 
 use std::io::Read;
 use std::process::Stdio;
@@ -19,7 +20,7 @@ fn jsonl_items(jsonl: &str) -> Vec<Value> {
 
 /// Runs `memdedup scan --json FILE args…` and returns the report.
 fn scan_json(file: &std::path::Path, args: &[&str]) -> Value {
-    let assert = memdedup().arg("scan").arg(file).arg("--json").args(args).assert().success();
+    let assert = memdedup().args(["scan", "--judge", "cosine"]).arg(file).arg("--json").args(args).assert().success();
     json(&assert.get_output().stdout)
 }
 
@@ -143,7 +144,8 @@ fn ids_are_echoed_unchanged_in_input_order() {
 fn dash_reads_standard_input() {
     require_model();
 
-    let assert = memdedup().args(["scan", "-", "--json"]).write_stdin(MIXED_IDS).assert().success();
+    let assert =
+        memdedup().args(["scan", "--judge", "cosine", "-", "--json"]).write_stdin(MIXED_IDS).assert().success();
 
     let report = json(&assert.get_output().stdout);
     check_report(&report, &jsonl_items(MIXED_IDS), false);
@@ -197,7 +199,7 @@ fn human_output_mentions_the_counts_and_members() {
 "#;
     let (_dir, file) = temp_file("items.jsonl", jsonl.as_bytes());
 
-    let assert = memdedup().arg("scan").arg(&file).assert().success();
+    let assert = memdedup().args(["scan", "--judge", "cosine"]).arg(&file).assert().success();
 
     let stdout = text(&assert.get_output().stdout);
     for expected in ["5 items", "2 duplicates", "2 groups", "a1", "a2", "b1", "b2", "[x]", "[y]"] {
@@ -260,14 +262,14 @@ fn defect_11_ids_beyond_u64_are_echoed_exactly() {
     for array in [false, true] {
         let input = if array { format!("[{}]", jsonl.trim_end().replace('\n', ",")) } else { jsonl.clone() };
         std::fs::write(&file, &input).unwrap();
-        let assert = memdedup().arg("scan").arg(&file).arg("--json").assert().success();
+        let assert = memdedup().args(["scan", "--judge", "cosine"]).arg(&file).arg("--json").assert().success();
         let stdout = text(&assert.get_output().stdout);
         assert!(
             stdout.contains("\"members\":[18446744073709551616,18446744073709551617,1.50]"),
             "two ids stay two, as written: {stdout}"
         );
         json(stdout.as_bytes());
-        let human = memdedup().arg("scan").arg(&file).assert().success();
+        let human = memdedup().args(["scan", "--judge", "cosine"]).arg(&file).assert().success();
         let human = text(&human.get_output().stdout);
         assert!(human.contains("18446744073709551617  ") && !human.contains("e19"), "{human}");
     }

@@ -191,7 +191,8 @@ fn kill_during_add_stores_the_memory_whole_or_not_at_all() {
         let text = random_text(&mut rng, &format!("note {trial}"));
         let add = || {
             let mut cmd = memdedup();
-            cmd.arg("--db").arg(db.path()).args(["add", "--namespace", "trials"]).arg(&text);
+            // Random word salads: the cosine judge, so that no two are read as one claim.
+            cmd.arg("--db").arg(db.path()).args(["add", "--judge", "cosine", "--namespace", "trials"]).arg(&text);
             cmd
         };
         let delay = draw_delay(&mut rng, if typical.is_zero() { FIRST_SPAN } else { typical });
@@ -242,7 +243,8 @@ fn kill_during_capture_stores_a_prefix_of_the_batch_and_a_rerun_completes_it() {
         std::fs::write(&batch_path, &batch).unwrap();
         let capture = || {
             let mut cmd = memdedup();
-            cmd.arg("--db").arg(db.path()).arg("capture").arg(&batch_path);
+            // Random word salads: the cosine judge, so that no two are read as one claim.
+            cmd.arg("--db").arg(db.path()).args(["capture", "--judge", "cosine"]).arg(&batch_path);
             cmd
         };
         let delay = draw_delay(&mut rng, if typical.is_zero() { FIRST_SPAN } else { typical });

@@ -190,7 +190,9 @@ impl PairJudgeChoice {
             PairJudgeChoice::Cosine => return cosine_judgement(cosine, threshold),
             PairJudgeChoice::Learned(learned) => {
                 return match learned_judgements(learned, new, &[(existing, cosine)]) {
-                    Ok(mut judged) => judged.pop().unwrap_or_else(|| cosine_judgement(cosine, threshold)),
+                    Ok(mut judged) => judged
+                        .pop()
+                        .map_or_else(|| cosine_judgement(cosine, threshold), |j| held_on_disagreement(j, threshold)),
                     Err(fallback) => {
                         let mut judgement = cosine_judgement(cosine, threshold);
                         judgement.reasons.insert(0, fallback);
@@ -258,6 +260,23 @@ fn cosine_judgement(cosine: f32, threshold: f32) -> PairJudgement {
     PairJudgement { verdict, cosine, reasons: vec![reason], contrasts: Vec::new(), probability: None, relation: None }
 }
 
+/// A learned verdict of related or unique on a pair whose cosine reaches the namespace's
+/// `threshold` (where the cosine judge would call it a duplicate) becomes uncertain: the
+/// two judges disagree, so the pair is kept and named for review rather than passed over.
+fn held_on_disagreement(mut judgement: PairJudgement, threshold: f32) -> PairJudgement {
+    if matches!(judgement.verdict, PairVerdict::Related | PairVerdict::Unique) && judgement.cosine >= threshold {
+        judgement.verdict = PairVerdict::Uncertain;
+        judgement.reasons.insert(
+            0,
+            format!(
+                "cosine {:.3} reaches the threshold {threshold:.2} but the learned judge disagrees: not merged, to review",
+                judgement.cosine
+            ),
+        );
+    }
+    judgement
+}
+
 /// The learned judge's verdicts on `new` against each (text, cosine); the error is the
 /// sentence a result gives when cosine decides instead.
 fn learned_judgements(
@@ -308,6 +327,7 @@ fn decide_learned<Id: Copy>(
     let key = |j: &PairJudgement| (j.probability.unwrap_or(0.0), j.cosine);
     let mut decision = PairDecision { duplicate: None, nearest: None, fallback: None };
     for (candidate, judgement) in close.iter().zip(judged) {
+        let judgement = held_on_disagreement(judgement, threshold);
         if judgement.is_duplicate() {
             if decision.duplicate.as_ref().is_none_or(|(_, best)| key(&judgement) > key(best)) {
                 decision.duplicate = Some((candidate.id, judgement));

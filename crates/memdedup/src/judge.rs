@@ -563,9 +563,10 @@ mod tests {
     }
 
     #[test]
-    fn no_judge_anywhere_is_an_error_naming_the_flag() {
-        let err = parse("").unwrap().judge_settings_with_env(&JudgeOverrides::default(), no_env).unwrap_err();
-        assert!(err.to_string().contains("--judge openai|anthropic"), "{err}");
+    fn no_judge_anywhere_is_the_learned_one() {
+        let settings = parse("").unwrap().judge_settings_with_env(&JudgeOverrides::default(), no_env).unwrap();
+        assert_eq!(settings.kind, JudgeKind::Learned);
+        assert!(settings.base_url.is_empty() && settings.model.is_empty() && settings.api_key.is_none());
     }
 
     #[test]

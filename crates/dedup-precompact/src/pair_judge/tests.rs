@@ -196,8 +196,23 @@ fn learned_judge_reports_the_uncertain_candidate_before_a_closer_related_one() {
     let (id, judgement) = decision.nearest.expect("a nearest");
     assert_eq!(id, 2);
     assert_eq!(judgement.verdict, PairVerdict::Uncertain, "{judgement:?}");
-    let related = learned(&scorer).decide("new text", &[candidate(1, 0.97, "other claim")], 0.9);
+    let related = learned(&scorer).decide("new text", &[candidate(1, 0.97, "other claim")], 0.98);
     assert_eq!(related.nearest.unwrap().1.verdict, PairVerdict::Related, "a cosine of 0.97 is not a duplicate");
+}
+
+#[test]
+fn learned_judge_holds_for_review_a_pair_cosine_would_merge() {
+    let scorer = Arc::new(FakeScorer::new());
+    let decision = learned(&scorer).decide("new text", &[candidate(1, 0.97, "other claim")], 0.9);
+    assert_eq!(decision.duplicate, None);
+    let (id, judgement) = decision.nearest.expect("a nearest");
+    assert_eq!((id, judgement.verdict), (1, PairVerdict::Uncertain), "{judgement:?}");
+    assert!(
+        judgement.reasons[0].contains("reaches the threshold 0.90 but the learned judge disagrees"),
+        "{judgement:?}"
+    );
+    let single = learned(&scorer).judge_pair("new text", "other claim", 0.97, 0.9);
+    assert_eq!(single.verdict, PairVerdict::Uncertain, "{single:?}");
 }
 
 #[test]
