@@ -10,7 +10,7 @@ use crate::process::{self, cargo};
 
 /// Fetches the model if needed, builds `memdedup` in release mode, dedups
 /// `examples/playbook.json` into `$TMPDIR/memdedup-demo/` and scans `examples/memories.jsonl`
-/// (by cosine, then with the local judge).
+/// (with the learned judge, the default, then by cosine alone).
 pub fn run(root: &Path) -> Result<()> {
     crate::model::fetch_model(None)?;
     let bin = build_cli(root)?;
@@ -40,10 +40,10 @@ pub fn run(root: &Path) -> Result<()> {
     );
     println!("deduplicated playbook written to {}", output.display());
 
-    println!("\n==> memdedup scan examples/memories.jsonl");
+    println!("\n==> memdedup scan examples/memories.jsonl   (the learned pair judge, the default)");
     process::run(Command::new(&bin).args(["scan", "examples/memories.jsonl"]).current_dir(root))?;
-    println!("\n==> memdedup scan examples/memories.jsonl --judge local");
-    process::run(Command::new(&bin).args(["scan", "examples/memories.jsonl", "--judge", "local"]).current_dir(root))?;
+    println!("\n==> memdedup scan examples/memories.jsonl --judge cosine   (seed 004's cosine threshold)");
+    process::run(Command::new(&bin).args(["scan", "examples/memories.jsonl", "--judge", "cosine"]).current_dir(root))?;
     // The learned pair judge reads both texts together: a paraphrase, an opposite.
     for (first, second) in [
         ("always use type hints for function parameters", "use type hints on all function parameters"),
