@@ -26,7 +26,8 @@ pub(crate) async fn run(global: &GlobalArgs) -> Result<()> {
 }
 
 /// The tools' context over `service`: assisted dedup asks the configured judge (`[judge]`,
-/// `MEMDEDUP_JUDGE*`), or the offline local judge when none is chosen; `facts_extract` is
+/// `MEMDEDUP_JUDGE*`), or the offline learned judge when none is chosen (the local one when
+/// its model cannot load); `facts_extract` is
 /// offered when that judge is a language model that can be reached. A language model that
 /// cannot be made (an anthropic judge without a key) is warned about, and the server
 /// serves without it: `dedup_scan` and `dedup_run` answer `not_configured`, the other
@@ -53,7 +54,18 @@ pub(crate) fn context(
             }
             settings.build().map_err(|e| UsageError(e.to_string()))?
         }
-        None => Arc::new(LocalBatchJudge::builtin()),
+        // None chosen: the learned judge, offline; the rules judge when its model cannot load.
+        None => {
+            let mut settings =
+                config.judge_settings(&JudgeOverrides::default()).map_err(|e| UsageError(e.to_string()))?;
+            settings.model_dir = model_dir;
+            settings.build().unwrap_or_else(|error| {
+                tracing::warn!(
+                    "the learned judge is unavailable ({error}); dedup_scan and dedup_run use the local judge"
+                );
+                Arc::new(LocalBatchJudge::builtin())
+            })
+        }
     };
     let mut options = DedupOptions::default();
     if let Some(hint) = judge.default_min_confidence() {
