@@ -208,10 +208,41 @@ fn client_mode_leaves_a_silent_server_within_the_timeout() {
 #[test]
 fn client_mode_works_locally_when_the_server_lacks_the_memory_routes() {
     // Answers every request as a server without the routes would: 404 with a JSON error.
+    let body = r#"{"error":"no such route","code":"not_found"}"#;
+    let (url, _) = fake_server(format!(
+        "HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    ));
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let db = dir.path().join("memory.db").display().to_string();
+    let (out, err, code) = run(&db, Some(&url), &[], &["add", "Use tabs in Makefiles.", "--json"], "");
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(json(out.as_bytes())["urn"], "memdedup://global/default/1", "{out}");
+    assert!(
+        err.contains(&format!("server {url} answered /v1/memory/add (404): no such route; adding locally")),
+        "{err}"
+    );
+    let (out, err, code) = run(&db, Some(&url), &[], &["check", "Use tabs in Makefiles."], "");
+    assert_eq!(
+        (code, out.as_str()),
+        (0, "duplicate of memdedup://global/default/1: exact match (same normalised text)\n"),
+        "{err}"
+    );
+    assert!(err.contains("answered /v1/memory/check (404): no such route; checking locally"), "{err}");
+}
+
+/// A server on a free loopback port that reads each request (head and body) and answers
+/// it with `reply`; returns its URL and the count of requests it answered.
+fn fake_server(reply: String) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
     let url = format!("http://{}", listener.local_addr().expect("an address"));
+    let hits = std::sync::Arc::new(AtomicUsize::new(0));
+    let counted = hits.clone();
+    let reply = std::sync::Arc::new(reply);
     std::thread::spawn(move || {
         for mut stream in listener.incoming().flatten() {
+            let (reply, counted) = (reply.clone(), counted.clone());
             std::thread::spawn(move || {
                 use std::io::Write;
                 // Read the request head and its body (Content-Length), then answer.
@@ -232,29 +263,59 @@ fn client_mode_works_locally_when_the_server_lacks_the_memory_routes() {
                         break;
                     }
                 }
-                let body = r#"{"error":"no such route","code":"not_found"}"#;
-                let reply = format!(
-                    "HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                    body.len()
-                );
+                counted.fetch_add(1, Ordering::SeqCst);
                 let _ = stream.write_all(reply.as_bytes());
             });
         }
     });
+    (url, hits)
+}
+
+#[test]
+fn client_mode_follows_no_redirect_and_works_locally() {
+    use std::sync::atomic::Ordering;
+    // Where a redirect would send the request: it must never be asked.
+    let (elsewhere, asked) = fake_server("HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}".into());
+    let (url, _) = fake_server(format!(
+        "HTTP/1.1 307 Temporary Redirect\r\nlocation: {elsewhere}/v1/memory/add\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+    ));
     let dir = tempfile::tempdir().expect("temporary directory");
     let db = dir.path().join("memory.db").display().to_string();
     let (out, err, code) = run(&db, Some(&url), &[], &["add", "Use tabs in Makefiles.", "--json"], "");
     assert_eq!(code, 0, "{err}");
-    assert_eq!(json(out.as_bytes())["urn"], "memdedup://global/default/1", "{out}");
+    assert_eq!(json(out.as_bytes())["urn"], "memdedup://global/default/1", "stored locally: {out}");
     assert!(
-        err.contains(&format!("server {url} answered /v1/memory/add (404): no such route; adding locally")),
+        err.contains(&format!("server {url} answered /v1/memory/add (307)")) && err.contains("adding locally"),
         "{err}"
     );
+    assert_eq!(asked.load(Ordering::SeqCst), 0, "the redirect was not followed");
+}
+
+#[test]
+fn client_mode_reads_no_reply_over_a_mebibyte_and_works_locally() {
+    let body = format!("{{\"error\":\"{}\"}}", "x".repeat(2 << 20));
+    let (url, _) = fake_server(format!(
+        "HTTP/1.1 500 Internal Server Error\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    ));
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let db = dir.path().join("memory.db").display().to_string();
     let (out, err, code) = run(&db, Some(&url), &[], &["check", "Use tabs in Makefiles."], "");
-    assert_eq!(
-        (code, out.as_str()),
-        (0, "duplicate of memdedup://global/default/1: exact match (same normalised text)\n"),
-        "{err}"
-    );
-    assert!(err.contains("answered /v1/memory/check (404): no such route; checking locally"), "{err}");
+    assert_eq!((code, out.as_str()), (0, "unique in global/default\n"), "{err}");
+    assert!(err.contains("answered /v1/memory/check with more than 1048576 bytes; checking locally"), "{err}");
+}
+
+#[test]
+fn client_mode_prints_a_server_message_without_control_characters() {
+    let body = r#"{"error":"bad\u001b[31m news\u0007"}"#;
+    let (url, _) = fake_server(format!(
+        "HTTP/1.1 500 Internal Server Error\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    ));
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let db = dir.path().join("memory.db").display().to_string();
+    let (_, err, code) = run(&db, Some(&url), &[], &["check", "Use tabs in Makefiles."], "");
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("(500): bad[31m news; checking locally"), "{err:?}");
+    assert!(!err.contains('\u{1b}') && !err.contains('\u{7}'), "{err:?}");
 }

@@ -19,6 +19,10 @@ pub(crate) enum ServerError {
     Refused(String),
 }
 
+/// Most bytes of one reply read from the server (a check or add result is a few KiB); a
+/// longer reply makes the server unavailable for the call.
+const MAX_REPLY_BYTES: usize = 1 << 20;
+
 /// A client of one `memdedup serve`.
 pub(crate) struct ServerClient {
     http: reqwest::Client,
@@ -28,10 +32,13 @@ pub(crate) struct ServerClient {
 
 impl ServerClient {
     /// A client of `settings.url`, with the token of `settings.token_env` when it is set.
-    /// Proxy variables are ignored: client mode talks to the server directly.
+    /// Proxy variables are ignored and redirects are not followed: client mode talks to
+    /// the server directly, and a redirect (which would replay the request elsewhere)
+    /// makes the server unavailable for the call.
     pub(crate) fn new(settings: ClientSettings) -> Result<ServerClient, ServerError> {
         let http = reqwest::Client::builder()
             .no_proxy()
+            .redirect(reqwest::redirect::Policy::none())
             .connect_timeout(settings.timeout)
             .timeout(settings.timeout)
             .build()
@@ -81,13 +88,24 @@ impl ServerClient {
                 format!("did not answer ({})", innermost(&e))
             })
         };
-        let response = request.send().await.map_err(failed)?;
+        let mut response = request.send().await.map_err(failed)?;
         let status = response.status();
-        let text = response.text().await.map_err(failed)?;
+        let too_long = || ServerError::Unavailable(format!("answered {route} with more than {MAX_REPLY_BYTES} bytes"));
+        if response.content_length().is_some_and(|n| n > MAX_REPLY_BYTES as u64) {
+            return Err(too_long());
+        }
+        let mut bytes = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(failed)? {
+            if bytes.len() + chunk.len() > MAX_REPLY_BYTES {
+                return Err(too_long());
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        let text = String::from_utf8_lossy(&bytes);
         if !status.is_success() {
             let detail = serde_json::from_str::<Value>(&text)
                 .ok()
-                .and_then(|v| v["error"].as_str().map(str::to_owned))
+                .and_then(|v| v["error"].as_str().map(without_control_characters))
                 .unwrap_or_else(|| status.to_string());
             let said = format!("({}): {detail}", status.as_u16());
             return Err(if status == reqwest::StatusCode::UNAUTHORIZED || status == reqwest::StatusCode::FORBIDDEN {
@@ -100,6 +118,11 @@ impl ServerClient {
             ServerError::Unavailable(format!("answered unexpectedly: a {route} result that does not read: {e}"))
         })
     }
+}
+
+/// `text` without control characters (a server's message is printed to a terminal).
+fn without_control_characters(text: &str) -> String {
+    text.chars().filter(|c| !c.is_control()).collect()
 }
 
 /// The innermost cause of a transport error ("Connection refused (os error 111)").
