@@ -193,3 +193,20 @@ fn defect_4_duplicate_keys_in_a_playbook_are_an_error_naming_key_and_line() {
     assert_eq!(std::fs::read(&file).unwrap(), sections.to_vec());
     assert_eq!(dir_listing(dir.path()), ["playbook.json"]);
 }
+
+#[test]
+fn defect_17_text_of_invisible_characters_only_is_refused_like_blank_text() {
+    let (dir, db) = crate::support::sqlite_db();
+    for invisible in ["\u{200b}\u{200b}", "\u{feff} \u{2060}\u{200d}"] {
+        let out = memdedup().args(["--db", &db, "add", invisible, "--judge", "cosine"]).assert().code(1).stdout("");
+        let stderr = text(&out.get_output().stderr);
+        assert!(stderr.contains("must not be empty or blank"), "{stderr}");
+    }
+    let listed = memdedup().args(["--db", &db, "list", "--json"]).assert().success();
+    assert_eq!(
+        crate::support::json(&listed.get_output().stdout),
+        json!([]),
+        "nothing stored: {:?}",
+        dir_listing(dir.path())
+    );
+}

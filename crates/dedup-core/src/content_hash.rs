@@ -73,6 +73,13 @@ impl fmt::Display for ContentHash {
 /// invisible, so a text carrying one reads as an exact duplicate of the text without it.
 const ZERO_WIDTH: [char; 5] = ['\u{200b}', '\u{200c}', '\u{200d}', '\u{2060}', '\u{feff}'];
 
+/// Whether `text` is blank: nothing but whitespace and the zero-width characters
+/// [`normalize_content`] drops (so its normalised form is empty). Such text is refused
+/// as content.
+pub fn is_blank(text: &str) -> bool {
+    text.split_whitespace().all(|word| word.chars().all(|c| ZERO_WIDTH.contains(&c)))
+}
+
 /// Seed 004's normalisation: trim, lowercase, and collapse every run of whitespace to
 /// one space; also drop the invisible zero-width characters U+200B, U+200C,
 /// U+200D, U+2060 and U+FEFF (a byte-order mark), wherever they are.
@@ -97,6 +104,17 @@ pub fn normalize_content(content: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn defect_17_text_of_invisible_characters_only_is_blank() {
+        for blank in ["", " \n\t", "\u{200b}", "\u{feff}\u{200c} \u{200d}\u{2060}"] {
+            assert!(is_blank(blank), "{blank:?}");
+            assert_eq!(normalize_content(blank), "", "{blank:?}");
+        }
+        for text in ["a", "\u{200b}a", "-"] {
+            assert!(!is_blank(text), "{text:?}");
+        }
+    }
 
     #[test]
     fn normalisation_trims_lowercases_and_collapses_whitespace() {

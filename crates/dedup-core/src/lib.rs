@@ -52,7 +52,7 @@ pub use capture::{
     CaptureCandidate, CaptureKind, CaptureLimits, ConversationMessage, MAX_CANDIDATE_CHARS, MAX_CAPTURE_CANDIDATES,
     MIN_CANDIDATE_CHARS, Speaker, analyze_messages, analyze_messages_with,
 };
-pub use content_hash::{ContentHash, normalize_content};
+pub use content_hash::{ContentHash, is_blank, normalize_content};
 pub use contrast::{CONTRAST_KINDS, Contrast, TextFeatures, contrast, contrast_features};
 pub use embedding::Embedding;
 pub use error::{Error, Result};

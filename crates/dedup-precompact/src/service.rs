@@ -690,10 +690,10 @@ fn elapsed_ms(started: Instant) -> f64 {
 
 /// Rejects content no memory may have, before any checker runs.
 fn validate_content(content: &str) -> Result<()> {
-    let reason = if content.trim().is_empty() {
-        Some("must not be empty or blank".to_owned())
-    } else if content.len() > MAX_CONTENT_BYTES {
+    let reason = if content.len() > MAX_CONTENT_BYTES {
         Some(format!("is {} bytes, over the limit of {MAX_CONTENT_BYTES} bytes (1 MiB)", content.len()))
+    } else if dedup_core::is_blank(content) {
+        Some("must not be empty or blank".to_owned())
     } else if content.contains('\0') {
         Some("must not contain NUL characters".to_owned())
     } else {

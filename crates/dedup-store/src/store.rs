@@ -584,12 +584,14 @@ fn validated_metadata_json(memory: &NewMemory) -> Result<String> {
     metadata_json(&memory.metadata)
 }
 
-/// Checks content or a title: not blank (content only), not too long, no NUL.
+/// Checks content or a title: not too long, not blank (content only; zero-width
+/// characters count as blank), no NUL.
 fn validate_text(what: &'static str, text: &str, max_bytes: usize) -> Result<()> {
-    let reason = if what == "content" && text.trim().is_empty() {
-        Some("must not be empty or blank".to_owned())
-    } else if text.len() > max_bytes {
+    let reason = if text.len() > max_bytes {
         Some(format!("is {} bytes, over the limit of {max_bytes} bytes", text.len()))
+    } else if what == "content" && dedup_core::is_blank(text) {
+        // Zero-width characters alone are blank too: they normalise to nothing.
+        Some("must not be empty or blank".to_owned())
     } else if text.contains('\0') {
         Some("must not contain NUL characters".to_owned())
     } else {
@@ -943,6 +945,15 @@ mod tests {
         let err = |m: NewMemory| PreparedMemory::new(m).err().map(|e| e.to_string()).unwrap_or_default();
         assert_eq!(err(NewMemory::new(scope.clone(), " \n")), "invalid content: must not be empty or blank");
         assert!(err(NewMemory::new(scope.clone(), "a\0b")).contains("NUL"));
+        assert_eq!(
+            err(NewMemory::new(scope.clone(), "\u{200b}\u{feff} \u{2060}")),
+            "invalid content: must not be empty or blank"
+        );
+        assert_eq!(
+            err(NewMemory::new(scope.clone(), "a\u{200b}")),
+            "",
+            "visible text with a zero-width character is fine"
+        );
         assert!(err(NewMemory::new(scope.clone(), "x".repeat(MAX_CONTENT_BYTES + 1))).contains("over the limit"));
         assert!(err(NewMemory::new(scope.clone(), "ok").with_title("t".repeat(1025))).starts_with("invalid title"));
         assert!(err(NewMemory::new(scope.clone(), "ok").with_kind("no kind")).starts_with("invalid kind"));
