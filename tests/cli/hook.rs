@@ -530,3 +530,20 @@ async fn offline_never_asks_the_configured_llm() {
     assert_eq!(fake.request_count(), 0);
     assert_eq!(s.stored().len(), 4);
 }
+
+#[test]
+fn defect_17_hook_input_with_a_bom_and_a_timeout_out_of_range_still_capture_and_exit_0() {
+    require_model();
+    let s = Session::new();
+    let transcript = s.transcript("t.jsonl", &short_transcript());
+    let with_bom = format!("\u{feff}{}", input(&transcript));
+    // `hook` asserts exit 0.
+    let ran = s.hook(with_bom.clone(), &["--timeout", "100000"]);
+    assert!(ran.context().starts_with("Auto-captured 4 memories before compaction"), "{}", ran.context());
+    assert!(ran.stderr.contains("--timeout 100000 is outside 1..=600 s; using 600 s"), "{}", ran.stderr);
+    assert_eq!(s.stored().len(), 4);
+    // A budget of 0 becomes 1 s: the hook answers (exit 0) whatever it managed.
+    let ran = s.hook(with_bom, &["--timeout", "0"]);
+    assert!(ran.stderr.contains("--timeout 0 is outside 1..=600 s; using 1 s"), "{}", ran.stderr);
+    assert!(ran.context().contains("memdedup"), "{}", ran.context());
+}

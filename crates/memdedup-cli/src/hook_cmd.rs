@@ -123,13 +123,34 @@ impl Run {
     }
 }
 
+/// The time budget of `--timeout`, brought into [`TIMEOUT_RANGE`] (with a warning when it
+/// was outside: a hook that exits 2 on a bad setting would block the agent).
+fn time_budget(global: &GlobalArgs, asked: u64) -> u64 {
+    let budget = asked.clamp(*TIMEOUT_RANGE.start(), *TIMEOUT_RANGE.end());
+    if budget != asked {
+        tracing::warn!(asked, budget, "pre-compact hook: --timeout out of range");
+        if !global.quiet {
+            eprintln!(
+                "warning: --timeout {asked} is outside {}..={} s; using {budget} s",
+                TIMEOUT_RANGE.start(),
+                TIMEOUT_RANGE.end()
+            );
+        }
+    }
+    budget
+}
+
+/// The seconds `--timeout` may give.
+const TIMEOUT_RANGE: std::ops::RangeInclusive<u64> = 1..=600;
+
 async fn pre_compact(global: &GlobalArgs, args: &PreCompactArgs) -> Result<()> {
     let started = Instant::now();
-    let end = tokio::time::Instant::from_std(started + Duration::from_secs(args.timeout));
-    let wrap_up = WRAP_UP.min(Duration::from_secs(args.timeout) / 4);
+    let budget = time_budget(global, args.timeout);
+    let end = tokio::time::Instant::from_std(started + Duration::from_secs(budget));
+    let wrap_up = WRAP_UP.min(Duration::from_secs(budget) / 4);
     let mut run = Run::default();
     if timeout_at(end - wrap_up, pipeline(global, args, end - wrap_up, &mut run)).await.is_err() {
-        run.fail(Failure::Timeout, format!("stopped after the {} s time budget", args.timeout));
+        run.fail(Failure::Timeout, format!("stopped after the {budget} s time budget"));
     }
     if timeout_at(end, count_failures(global, &mut run)).await.is_err() {
         tracing::warn!("pre-compact hook: the failures could not be counted in time");
@@ -364,6 +385,8 @@ fn parse_hook_input(bytes: &[u8]) -> Result<HookInput, String> {
     if bytes.len() as u64 > MAX_HOOK_INPUT_BYTES {
         return Err(format!("the hook input is larger than {} MiB", MAX_HOOK_INPUT_BYTES >> 20));
     }
+    // A byte-order mark (some Windows tools write one) is not part of the JSON.
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err("no hook input on stdin".to_owned());
     }
@@ -434,6 +457,9 @@ mod tests {
             let error = parse_hook_input(bad).unwrap_err();
             assert!(error.starts_with(expected), "{error}");
         }
+        let bom =
+            parse_hook_input(b"\xEF\xBB\xBF{\"transcript_path\":\"/t.jsonl\"}").expect("defect 17: a BOM is skipped");
+        assert_eq!(bom.transcript_path, PathBuf::from("/t.jsonl"));
         let huge = vec![b' '; (MAX_HOOK_INPUT_BYTES + 1) as usize];
         assert!(parse_hook_input(&huge).unwrap_err().contains("larger than 1 MiB"));
     }
