@@ -210,3 +210,26 @@ fn defect_17_text_of_invisible_characters_only_is_refused_like_blank_text() {
         dir_listing(dir.path())
     );
 }
+
+#[test]
+fn defect_17_the_hook_failure_namespace_refuses_memories() {
+    let (_dir, db) = crate::support::sqlite_db();
+    let out = memdedup()
+        .args(["--db", &db, "add", "A memory in the wrong place.", "-n", "hook.pre-compact", "--judge", "cosine"])
+        .assert()
+        .code(1)
+        .stdout("");
+    let stderr = text(&out.get_output().stderr);
+    assert!(stderr.contains("invalid namespace \"hook.pre-compact\": is reserved"), "{stderr}");
+    let capture = json!({"content": "Another memory in the wrong place.", "namespace": "hook.pre-compact"});
+    let out = memdedup()
+        .args(["--db", &db, "capture", "-", "--json", "--judge", "cosine"])
+        .write_stdin(format!("{capture}\n"))
+        .assert()
+        .code(1);
+    let stderr = text(&out.get_output().stderr);
+    assert!(stderr.contains("is reserved for the pre-compact hook's failure counters"), "{stderr}");
+    let stats = memdedup().args(["--db", &db, "stats", "--json"]).assert().success();
+    let stats = crate::support::json(&stats.get_output().stdout);
+    assert_eq!(stats["namespaces"], json!([]), "nothing stored: {stats}");
+}

@@ -47,5 +47,5 @@ pub use merges::{
     DedupCounts, MAX_DEDUP_ERROR_CHARS, MAX_MERGE_MEMBERS, MAX_RUN_ID_CHARS, MergeFilter, MergeId, MergePlan,
     MergeRecord, TextSource, UndoReport,
 };
-pub use scope::{DEFAULT_DOMAIN, DEFAULT_NAMESPACE, Scope, parse_memory_ref};
+pub use scope::{DEFAULT_DOMAIN, DEFAULT_NAMESPACE, HOOK_FAILURE_NAMESPACE, Scope, parse_memory_ref};
 pub use store::{DEFAULT_INDEX_MEMORY_BYTES, IndexUsage, RecentCapture, Store, StoreOptions};

@@ -11,6 +11,11 @@ pub const DEFAULT_NAMESPACE: &str = "default";
 
 const MAX_NAME_LEN: usize = 64;
 
+/// The namespace (in [`DEFAULT_DOMAIN`]) whose skip counters count the failures of
+/// `memdedup hook pre-compact`. It holds no memories, facts or nodes: writing one there
+/// is refused ([`Scope::check_writable`]); its counters are written as usual.
+pub const HOOK_FAILURE_NAMESPACE: &str = "hook.pre-compact";
+
 /// A validated (domain, namespace) pair.
 ///
 /// Both names are 1 to 64 characters from `[A-Za-z0-9_.-]`, starting with a letter or
@@ -42,6 +47,23 @@ impl Scope {
     /// The namespace.
     pub fn namespace_name(&self) -> &str {
         &self.namespace
+    }
+
+    /// Whether this is the scope reserved for the hook's failure counters.
+    pub fn is_reserved(&self) -> bool {
+        self.domain == DEFAULT_DOMAIN && self.namespace == HOOK_FAILURE_NAMESPACE
+    }
+
+    /// Refuses the reserved scope ([`HOOK_FAILURE_NAMESPACE`]) for a memory, fact or node.
+    pub fn check_writable(&self) -> Result<()> {
+        if self.is_reserved() {
+            return Err(Error::InvalidName {
+                what: "namespace",
+                name: self.namespace.clone(),
+                reason: "is reserved for the pre-compact hook's failure counters",
+            });
+        }
+        Ok(())
     }
 
     /// The URN of a memory in this scope: `memdedup://{domain}/{namespace}/{id}`.
@@ -118,6 +140,16 @@ fn validate_name_with(what: &'static str, name: &str, punctuation: &[u8]) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn defect_17_the_hook_failure_namespace_is_not_writable() {
+        let reserved = Scope::namespace(HOOK_FAILURE_NAMESPACE).unwrap();
+        assert!(reserved.is_reserved());
+        let err = reserved.check_writable().unwrap_err().to_string();
+        assert!(err.contains("hook.pre-compact") && err.contains("reserved"), "{err}");
+        assert!(Scope::new("team", HOOK_FAILURE_NAMESPACE).unwrap().check_writable().is_ok(), "another domain");
+        assert!(Scope::default().check_writable().is_ok());
+    }
 
     #[test]
     fn valid_names_and_urn() {

@@ -558,6 +558,7 @@ pub(crate) struct PreparedMemory {
 
 impl PreparedMemory {
     fn new(memory: NewMemory) -> Result<PreparedMemory> {
+        memory.scope.check_writable()?;
         let metadata_json = validated_metadata_json(&memory)?;
         let hash = ContentHash::of(&memory.content);
         Ok(PreparedMemory { memory, hash, metadata_json, now: now() })

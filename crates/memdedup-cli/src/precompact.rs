@@ -8,8 +8,8 @@ use serde_json::{Value, json};
 /// pre-compact`, by reason (`input`, `transcript`, `llm`, `embedder`, `store`,
 /// `timeout`). It holds no memories; `stats` shows its counts apart from the duplicates.
 pub(crate) const HOOK_FAILURE_DOMAIN: &str = "global";
-/// See [`HOOK_FAILURE_DOMAIN`].
-pub(crate) const HOOK_FAILURE_NAMESPACE: &str = "hook.pre-compact";
+/// See [`HOOK_FAILURE_DOMAIN`]; the store refuses memories, facts and nodes there.
+pub(crate) const HOOK_FAILURE_NAMESPACE: &str = memdedup::crates::store::HOOK_FAILURE_NAMESPACE;
 
 /// Whether a scope of `stats` is the one counting hook failures.
 pub(crate) fn is_hook_failure_scope(domain: &str, namespace: &str) -> bool {

@@ -252,6 +252,7 @@ impl PreparedFact {
     /// Credentials in the content and source are redacted first (facts come from
     /// conversations, where keys get pasted; see docs/SECRETS.md).
     fn new(mut fact: NewFact) -> Result<PreparedFact> {
+        fact.scope.check_writable()?;
         fact.content = redact(fact.content);
         fact.source = fact.source.map(redact);
         let key = content_key(&fact.content)?;
