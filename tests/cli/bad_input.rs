@@ -233,3 +233,15 @@ fn defect_17_the_hook_failure_namespace_refuses_memories() {
     let stats = crate::support::json(&stats.get_output().stdout);
     assert_eq!(stats["namespaces"], json!([]), "nothing stored: {stats}");
 }
+
+#[test]
+fn defect_17_a_scan_line_with_a_repeated_key_is_refused_like_a_playbook() {
+    let jsonl = b"{\"id\": 1, \"text\": \"first\"}\n{\"id\": 2, \"text\": \"kept?\", \"text\": \"or this\"}\n";
+    let stderr = scan_error(jsonl);
+    assert_mentions(&stderr, "line 2, column");
+    assert_mentions(&stderr, "duplicate key \"text\"");
+    let array = b"[\n{\"id\": 1, \"id\": 2, \"text\": \"x\"}\n]";
+    let stderr = scan_error(array);
+    assert_mentions(&stderr, "duplicate key \"id\" at line 2");
+    assert_mentions(&stderr, "([0].id)");
+}

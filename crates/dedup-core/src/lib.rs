@@ -45,6 +45,7 @@ mod quality;
 mod retry;
 mod secrets;
 mod specifics;
+pub mod strict_json;
 mod threshold;
 
 pub use api_error::{MAX_API_ERROR_TEXT, api_error_message, error_chain, truncate_error_text};

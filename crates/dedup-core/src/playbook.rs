@@ -1,13 +1,12 @@
 //! [`Playbook`]: the agent playbook document, validated on load and round-tripped losslessly.
 
-use std::cell::RefCell;
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 use std::sync::LazyLock;
 
-use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
+use crate::strict_json::StrictJsonError;
 use crate::{Error, Result};
 
 /// The canonical section names, in the order seed 000 iterates them (REQ-DEDUP-001).
@@ -336,138 +335,15 @@ fn invalid(path: impl Into<String>, message: impl Into<String>) -> Error {
     Error::InvalidPlaybook { path: path.into(), message: message.into() }
 }
 
-/// Parses `json` like `serde_json::from_str::<Value>`, but fails on the first object key
-/// written twice instead of keeping the last value silently.
+/// Parses `json`, refusing an object that has a key twice (the error names its path)
+/// instead of keeping the last value silently.
 fn parse_without_duplicate_keys(json: &str) -> Result<Value> {
-    let duplicate = RefCell::new(None);
-    let mut deserializer = serde_json::Deserializer::from_str(json);
-    let parsed = StrictValue { duplicate: &duplicate }
-        .deserialize(&mut deserializer)
-        .and_then(|value| deserializer.end().map(|()| value));
-    match (parsed, duplicate.into_inner()) {
-        (Ok(value), _) => Ok(value),
-        (Err(err), Some(mut reversed_path)) => {
-            reversed_path.reverse();
-            let key = match reversed_path.last() {
-                Some(PathSegment::Key(key)) => key.clone(),
-                _ => String::new(),
-            };
-            let mut path = String::new();
-            for segment in &reversed_path {
-                match segment {
-                    PathSegment::Key(key) if path.is_empty() => path.push_str(key),
-                    PathSegment::Key(key) => {
-                        path.push('.');
-                        path.push_str(key);
-                    }
-                    PathSegment::Index(index) => path.push_str(&format!("[{index}]")),
-                }
-            }
-            Err(invalid(path, format!("duplicate key {key:?} at line {}, column {}", err.line(), err.column())))
+    match crate::strict_json::from_str(json) {
+        Ok(value) => Ok(value),
+        Err(StrictJsonError::DuplicateKey { path, key, line, column }) => {
+            Err(invalid(path, format!("duplicate key {key:?} at line {line}, column {column}")))
         }
-        (Err(err), None) => Err(malformed(&err)),
-    }
-}
-
-/// One step of a JSON path.
-enum PathSegment {
-    Key(String),
-    Index(usize),
-}
-
-/// A `DeserializeSeed` building a [`Value`] that refuses duplicate keys. On the first
-/// one it stores the path to it, innermost segment first (each enclosing level adds its
-/// segment as the error passes through it), and fails.
-#[derive(Clone, Copy)]
-struct StrictValue<'a> {
-    duplicate: &'a RefCell<Option<Vec<PathSegment>>>,
-}
-
-impl StrictValue<'_> {
-    /// Adds `segment` to the path of a duplicate found below it.
-    fn on_duplicate_path(self, segment: impl FnOnce() -> PathSegment) {
-        if let Some(path) = self.duplicate.borrow_mut().as_mut() {
-            path.push(segment());
-        }
-    }
-}
-
-impl<'de> DeserializeSeed<'de> for StrictValue<'_> {
-    type Value = Value;
-
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> std::result::Result<Value, D::Error> {
-        deserializer.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for StrictValue<'_> {
-    type Value = Value;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
-
-    fn visit_bool<E>(self, value: bool) -> std::result::Result<Value, E> {
-        Ok(Value::Bool(value))
-    }
-
-    fn visit_i64<E>(self, value: i64) -> std::result::Result<Value, E> {
-        Ok(Value::from(value))
-    }
-
-    fn visit_u64<E>(self, value: u64) -> std::result::Result<Value, E> {
-        Ok(Value::from(value))
-    }
-
-    fn visit_f64<E>(self, value: f64) -> std::result::Result<Value, E> {
-        Ok(serde_json::Number::from_f64(value).map_or(Value::Null, Value::Number))
-    }
-
-    fn visit_str<E>(self, value: &str) -> std::result::Result<Value, E> {
-        Ok(Value::String(value.to_owned()))
-    }
-
-    fn visit_string<E>(self, value: String) -> std::result::Result<Value, E> {
-        Ok(Value::String(value))
-    }
-
-    fn visit_unit<E>(self) -> std::result::Result<Value, E> {
-        Ok(Value::Null)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<Value, A::Error> {
-        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
-        loop {
-            match seq.next_element_seed(self) {
-                Ok(Some(item)) => items.push(item),
-                Ok(None) => return Ok(Value::Array(items)),
-                Err(err) => {
-                    self.on_duplicate_path(|| PathSegment::Index(items.len()));
-                    return Err(err);
-                }
-            }
-        }
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> std::result::Result<Value, A::Error> {
-        let mut object = Map::new();
-        while let Some(key) = access.next_key::<String>()? {
-            if object.contains_key(&key) {
-                let message = format!("duplicate key {key:?}");
-                *self.duplicate.borrow_mut() = Some(vec![PathSegment::Key(key)]);
-                return Err(serde::de::Error::custom(message));
-            }
-            match access.next_value_seed(self) {
-                Ok(value) => {
-                    object.insert(key, value);
-                }
-                Err(err) => {
-                    self.on_duplicate_path(|| PathSegment::Key(key));
-                    return Err(err);
-                }
-            }
-        }
-        Ok(Value::Object(object))
+        Err(StrictJsonError::Malformed(err)) => Err(malformed(&err)),
     }
 }
 

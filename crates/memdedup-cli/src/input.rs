@@ -63,14 +63,7 @@ pub(crate) fn parse_collection(text: &str, name: &str) -> Result<Collection> {
     let text = without_bom(text);
     let mut collection = Collection { items: Vec::new(), ids: Vec::new() };
     if text.trim_start().starts_with('[') {
-        let value: Value = serde_json::from_str(text).map_err(|e| {
-            anyhow::anyhow!(
-                "{name}: malformed JSON at line {}, column {}: {}",
-                e.line(),
-                e.column(),
-                strip_position(&e)
-            )
-        })?;
+        let value = strict_json(text, name, None)?;
         let Value::Array(values) = value else { bail!("{name}: expected a JSON array") };
         let literals = RawJson::new(text).array_ids();
         for (i, value) in values.into_iter().enumerate() {
@@ -82,20 +75,31 @@ pub(crate) fn parse_collection(text: &str, name: &str) -> Result<Collection> {
             if line.trim().is_empty() {
                 continue;
             }
-            let value: Value = serde_json::from_str(line).map_err(|e| {
-                anyhow::anyhow!(
-                    "{name}: malformed JSON at line {}, column {}: {}",
-                    n + 1,
-                    e.column(),
-                    strip_position(&e)
-                )
-            })?;
+            let value = strict_json(line, name, Some(n + 1))?;
             let item = item_from_value(value, &format!("{name}: line {}", n + 1))?;
             let literal = if item.id.is_number() { RawJson::new(line).object_id().flatten() } else { None };
             collection.push(item, literal);
         }
     }
     Ok(collection)
+}
+
+/// `json` parsed refusing a key written twice in one object (as playbooks are); errors
+/// name `name` and the line (`line` for one line of JSONL, else the parser's).
+fn strict_json(json: &str, name: &str, line: Option<usize>) -> Result<Value> {
+    use memdedup::crates::core::strict_json::{self, StrictJsonError};
+    strict_json::from_str(json).map_err(|error| match error {
+        StrictJsonError::DuplicateKey { path, key, line: at, column } => anyhow::anyhow!(
+            "{name}: duplicate key {key:?} at line {}, column {column} ({path}); each key may appear once",
+            line.unwrap_or(at)
+        ),
+        StrictJsonError::Malformed(e) => anyhow::anyhow!(
+            "{name}: malformed JSON at line {}, column {}: {}",
+            line.unwrap_or(e.line()),
+            e.column(),
+            strip_position(&e)
+        ),
+    })
 }
 
 impl Collection {
