@@ -245,3 +245,25 @@ fn defect_17_a_scan_line_with_a_repeated_key_is_refused_like_a_playbook() {
     assert_mentions(&stderr, "duplicate key \"id\" at line 2");
     assert_mentions(&stderr, "([0].id)");
 }
+
+#[test]
+fn defect_18_mcp_and_serve_exit_2_on_a_bad_configuration() {
+    let (dir, config) = temp_file("memdedup.toml", b"[dedup]\nbogus = 1\n");
+    let db = dir.path().join("memory.db");
+    for command in [&["mcp"][..], &["serve", "--addr", "127.0.0.1:0"]] {
+        let out = memdedup()
+            .arg("--config")
+            .arg(&config)
+            .arg("--db")
+            .arg(&db)
+            .args(command)
+            .write_stdin("")
+            .timeout(std::time::Duration::from_secs(60))
+            .assert()
+            .code(2)
+            .stdout("");
+        let stderr = text(&out.get_output().stderr);
+        assert!(stderr.contains("dedup.bogus") && stderr.contains("unknown key"), "{command:?}: {stderr}");
+    }
+    assert!(!db.exists(), "nothing was opened: {:?}", dir_listing(dir.path()));
+}

@@ -12,7 +12,7 @@ use crate::open::open_long_lived_service;
 
 /// Serves one MCP session on stdin/stdout until the client closes it.
 pub(crate) async fn run(global: &GlobalArgs) -> Result<()> {
-    let config = crate::open::config_file(global)?;
+    let config = crate::open::server_config_file(global)?;
     let service = open_long_lived_service(global, &PairJudgeArgs::default()).await?;
     let context = Arc::new(context(global, &config, Arc::new(service))?);
     tracing::info!(

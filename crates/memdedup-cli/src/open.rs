@@ -13,6 +13,15 @@ pub(crate) fn config_file(global: &GlobalArgs) -> Result<ConfigFile> {
     Ok(ConfigFile::load(global.config.as_deref())?)
 }
 
+/// [`config_file`] for the long-running servers (`mcp`, `serve`), with the checker
+/// chain's configuration checked too: a bad file is a usage error (exit 2), before any
+/// session starts.
+pub(crate) fn server_config_file(global: &GlobalArgs) -> Result<ConfigFile> {
+    let config = ConfigFile::load(global.config.as_deref()).map_err(|e| UsageError(e.to_string()))?;
+    config.dedup_config().map_err(|e| UsageError(e.to_string()))?;
+    Ok(config)
+}
+
 /// Opens the store named by `--db` (or the configured default) and migrates it, with the
 /// configured index memory budget.
 pub(crate) async fn open_store(global: &GlobalArgs, config: &ConfigFile) -> Result<Arc<Store>> {

@@ -12,13 +12,13 @@ use memdedup::{ConfigFile, DeduplicationService, Embedder, EmbedderSettings, Jud
 
 use crate::UsageError;
 use crate::cli::{GlobalArgs, ServeArgs};
-use crate::open::{config_file, open_store};
+use crate::open::{open_store, server_config_file};
 
 /// Texts embedded together when concurrent requests arrive at once.
 const BATCH: usize = 32;
 
 pub(crate) async fn run(global: &GlobalArgs, args: &ServeArgs) -> Result<()> {
-    let config = config_file(global)?;
+    let config = server_config_file(global)?;
     let mut server = match config.server_table()? {
         Some(table) => serde_path_to_error::deserialize::<_, ServerConfig>(toml::Value::Table(table)).map_err(|e| {
             let path = e.path().to_string();
