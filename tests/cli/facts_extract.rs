@@ -322,6 +322,8 @@ async fn without_a_judge_configured_extract_exits_1_naming_the_flag() {
         .code(1);
     let stderr = text(&out.get_output().stderr);
     assert!(stderr.contains("no judge is configured: pass --judge openai|anthropic"), "{stderr}");
+    // Defect 18: it suggests no offline judge, which extraction would refuse.
+    assert!(!stderr.contains("local") && !stderr.contains("learned"), "{stderr}");
     assert!(ws.stored().is_empty());
 }
 
