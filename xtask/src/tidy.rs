@@ -84,11 +84,12 @@ type Check = fn(&Path, &[Member]) -> Result<Vec<Failure>>;
 pub fn run(root: &Path) -> Result<()> {
     let members = members(root)?;
     let mut failures = Vec::new();
-    let checks: [(&str, Check); 4] = [
+    let checks: [(&str, Check); 5] = [
         ("folder names", check_folder_names),
         ("module docs", check_module_docs),
         ("dependency rules", check_dependencies),
         ("error types", check_error_types),
+        ("release profile", check_release_profile),
     ];
     for (name, check) in checks {
         let found = check(root, &members).with_context(|| format!("tidy check `{name}`"))?;
@@ -105,6 +106,39 @@ pub fn run(root: &Path) -> Result<()> {
         eprintln!("tidy: {f}");
     }
     bail!("tidy found {} failure(s)", failures.len())
+}
+
+/// The release binary ships lean: `[profile.release]` keeps no debug info and strips what
+/// the standard library brings, and `[profile.profiling]` (inheriting release) is where
+/// line tables live.
+pub fn check_release_profile(root: &Path, _members: &[Member]) -> Result<Vec<Failure>> {
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).context("reading Cargo.toml")?;
+    Ok(release_profile_failures(&manifest))
+}
+
+fn release_profile_failures(manifest: &str) -> Vec<Failure> {
+    let Ok(doc) = manifest.parse::<toml::Table>() else {
+        return vec![failure("Cargo.toml", "does not parse as TOML")];
+    };
+    let profile = |name: &str| doc.get("profile").and_then(|p| p.get(name)).and_then(toml::Value::as_table);
+    let mut found = Vec::new();
+    let release = profile("release");
+    let debug = release.and_then(|r| r.get("debug"));
+    if !matches!(debug, Some(toml::Value::Boolean(false)) | Some(toml::Value::Integer(0)) | None)
+        && debug.and_then(toml::Value::as_str) != Some("none")
+    {
+        found.push(failure("Cargo.toml [profile.release]", "must not keep debug info (debug = false)"));
+    }
+    let strip = release.and_then(|r| r.get("strip"));
+    if !matches!(strip.and_then(toml::Value::as_str), Some("debuginfo" | "symbols"))
+        && strip.and_then(toml::Value::as_bool) != Some(true)
+    {
+        found.push(failure("Cargo.toml [profile.release]", "must strip debug info (strip = \"debuginfo\")"));
+    }
+    if profile("profiling").and_then(|p| p.get("inherits")).and_then(toml::Value::as_str) != Some("release") {
+        found.push(failure("Cargo.toml [profile.profiling]", "must exist and inherit release"));
+    }
+    found
 }
 
 /// The workspace members that exist: every `crates/*` folder with a `Cargo.toml`, plus
@@ -474,5 +508,16 @@ mod tests {
         assert_eq!(count_pub_enum_error("pub enum ErrorKind {}\n// pub enum Error\n"), 0);
         assert_eq!(count_pub_enum_error("pub(crate) enum Error {}\n"), 0);
         assert_eq!(count_pub_enum_error("pub enum Error {}\npub enum Error {}\n"), 2);
+    }
+
+    #[test]
+    fn the_release_profile_must_be_lean_with_a_profiling_profile_beside_it() {
+        let lean =
+            "[profile.release]\ndebug = false\nstrip = \"debuginfo\"\n[profile.profiling]\ninherits = \"release\"\n";
+        assert!(release_profile_failures(lean).is_empty());
+        let fat = "[profile.release]\ndebug = \"line-tables-only\"\n";
+        let rules: Vec<String> = release_profile_failures(fat).iter().map(ToString::to_string).collect();
+        assert_eq!(rules.len(), 3, "{rules:?}");
+        assert!(rules[0].contains("debug = false") && rules[1].contains("strip") && rules[2].contains("profiling"));
     }
 }
