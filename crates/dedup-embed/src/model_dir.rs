@@ -9,6 +9,9 @@ use crate::{Error, Result};
 pub const MODEL_DIR_ENV_VAR: &str = "MEMDEDUP_MODEL_DIR";
 /// Environment variable naming memdedup's home (model cache, default database).
 pub const HOME_ENV_VAR: &str = "MEMDEDUP_HOME";
+
+/// The embedding model's file in the model directory: whether a directory holds the model.
+const MODEL_FILE: &str = "model.onnx";
 /// Folder name of the pinned model under `<home>/models/`.
 pub const MODEL_DIR_NAME: &str = "all-minilm-l6-v2-int8";
 
@@ -217,7 +220,9 @@ impl ModelDir {
     }
 
     /// Finds the model directory from an explicit path, then the environment, then the
-    /// user's cache directory.
+    /// user's cache directory. With `MEMDEDUP_HOME` set, its `models/` directory wins when
+    /// it holds the model; when it does not and the default cache does, the default cache
+    /// is used (a per-project home need not hold a copy of the model).
     pub fn locate(explicit: Option<&Path>) -> Result<Self> {
         Self::locate_with(explicit, |name| std::env::var_os(name), dirs::cache_dir())
     }
@@ -235,10 +240,16 @@ impl ModelDir {
         if let Some(path) = non_empty(MODEL_DIR_ENV_VAR) {
             return Ok(Self::new(path));
         }
+        let cached = cache_dir.map(|c| Self::new(c.join("memdedup").join("models").join(MODEL_DIR_NAME)));
         if let Some(home) = non_empty(HOME_ENV_VAR) {
-            return Ok(Self::new(home.join("models").join(MODEL_DIR_NAME)));
+            let in_home = Self::new(home.join("models").join(MODEL_DIR_NAME));
+            let holds_model = |dir: &ModelDir| dir.file(MODEL_FILE).is_file();
+            return Ok(match cached {
+                Some(cached) if !holds_model(&in_home) && holds_model(&cached) => cached,
+                _ => in_home,
+            });
         }
-        cache_dir.map(|c| Self::new(c.join("memdedup").join("models").join(MODEL_DIR_NAME))).ok_or(Error::NoCacheDir)
+        cached.ok_or(Error::NoCacheDir)
     }
 
     /// The directory.
@@ -424,6 +435,23 @@ mod tests {
             "empty variables count as unset"
         );
         assert!(matches!(ModelDir::locate_with(None, env(&[]), None), Err(Error::NoCacheDir)));
+    }
+
+    #[test]
+    fn defect_13_a_home_without_the_model_uses_the_default_cache() {
+        let home = tempfile::tempdir().unwrap();
+        let cache = tempfile::tempdir().unwrap();
+        let installed = cache.path().join("memdedup").join("models").join(MODEL_DIR_NAME);
+        let home_dir = home.path().join("models").join(MODEL_DIR_NAME);
+        let env = |name: &str| (name == HOME_ENV_VAR).then(|| home.path().as_os_str().to_owned());
+        let locate = || ModelDir::locate_with(None, env, Some(cache.path().to_path_buf())).unwrap();
+        assert_eq!(locate().path(), home_dir, "neither holds the model: the home (where fetch-model installs)");
+        std::fs::create_dir_all(&installed).unwrap();
+        std::fs::write(installed.join(MODEL_FILE), b"x").unwrap();
+        assert_eq!(locate().path(), installed, "only the cache holds it");
+        std::fs::create_dir_all(&home_dir).unwrap();
+        std::fs::write(home_dir.join(MODEL_FILE), b"x").unwrap();
+        assert_eq!(locate().path(), home_dir, "the home's own copy wins");
     }
 
     #[test]
