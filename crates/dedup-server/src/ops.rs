@@ -144,11 +144,17 @@ pub fn install_prometheus() -> Option<PrometheusHandle> {
     HANDLE
         .get_or_init(|| {
             let buckets = [0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5];
+            // Seed 004's check metrics are histograms too (a summary's quantiles decay to 0
+            // when idle): milliseconds, and the similarity of semantic matches.
+            let check_ms = [0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0, 5000.0];
+            let similarity = [0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.88, 0.9, 0.92, 0.94, 0.96, 0.98, 0.99, 1.0];
+            let full = |name: &str| metrics_exporter_prometheus::Matcher::Full(name.to_owned());
             let handle = PrometheusBuilder::new()
-                .set_buckets_for_metric(
-                    metrics_exporter_prometheus::Matcher::Full(HTTP_REQUEST_DURATION_SECONDS.to_owned()),
-                    &buckets,
-                )
+                .set_buckets_for_metric(full(HTTP_REQUEST_DURATION_SECONDS), &buckets)
+                .ok()?
+                .set_buckets_for_metric(full(dedup_precompact::metrics::CHECK_DURATION_MS), &check_ms)
+                .ok()?
+                .set_buckets_for_metric(full(dedup_precompact::metrics::SIMILARITY_SCORE), &similarity)
                 .ok()?
                 .install_recorder()
                 .ok()?;

@@ -57,6 +57,13 @@ async fn metrics_count_requests_by_route_and_dedup_checks() -> anyhow::Result<()
     assert!(!metrics.contains(&format!("route=\"/v1/nodes/{id}\"")), "raw paths never become labels");
     assert!(metric_value(metrics, "dedup_checks_total", None) >= checks_before + 1.0);
     assert!(metrics.contains("dedup_similarity_score"), "the best similarity of a check is recorded");
+    // Defect 10: seed 004's check metrics are histograms, not summaries whose quantiles
+    // read 0 after idle.
+    for name in ["dedup_check_duration_ms", "dedup_similarity_score"] {
+        assert!(metrics.contains(&format!("# TYPE {name} histogram")), "{name} is not a histogram in:\n{metrics}");
+        assert!(line(&format!("{name}_bucket{{"), &["le=\"+Inf\""]), "{name} has no buckets");
+    }
+    assert!(line("dedup_check_duration_ms_bucket{", &["check_type=\"total\"", "le=\"5000\""]));
     // The store's vector indexes, read at the scrape: the check loaded one.
     for name in [
         "memdedup_index_bytes",
