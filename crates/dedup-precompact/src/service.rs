@@ -299,6 +299,10 @@ impl DeduplicationService {
             InsertOutcome::ExactDuplicate(id) => {
                 mark_duplicate(&mut result, &scope, DuplicateReason::ExactMatch, id, 1.0);
                 result.reasons = vec![EXACT_REASON.to_owned()];
+                if !self.config.enabled {
+                    // The checks are off, but the store itself keeps one live copy of a text.
+                    result.notes.push(DISABLED_EXACT_NOTE.to_owned());
+                }
                 self.note_skip(&scope, &result).await;
                 Ok(AddOutcome { stored: None, urn: None, check: result, embedded: false })
             }
@@ -687,6 +691,10 @@ fn finish(mut result: DuplicateCheckResult, started: Instant, namespace: &str) -
 fn elapsed_ms(started: Instant) -> f64 {
     Duration::as_secs_f64(&started.elapsed()) * 1000.0
 }
+
+/// Why an exact repeat is refused although deduplication is disabled.
+const DISABLED_EXACT_NOTE: &str = "deduplication is disabled (SUBCOG_DEDUP_ENABLED=false, [dedup] enabled = false): \
+     no check ran, but the store keeps a single live copy of each exact text in a namespace";
 
 /// Rejects content no memory may have, before any checker runs.
 fn validate_content(content: &str) -> Result<()> {

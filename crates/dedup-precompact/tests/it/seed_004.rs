@@ -109,7 +109,7 @@ backend_tests! {
         assert_eq!(embedder.calls(), calls, "two words are not embedded");
     }
 
-    async fn seed_004_disabled_service_checks_nothing(db) {
+    async fn seed_004_disabled_service_checks_nothing_and_says_why_an_exact_repeat_is_refused(db) {
         let config = DeduplicationConfig { enabled: false, ..DeduplicationConfig::default() };
         let dedup = DeduplicationService::new(db.store.clone(), Arc::new(TableEmbedder::new()), config);
         let scope = db.scope("default");
@@ -122,6 +122,8 @@ backend_tests! {
         let again = dedup.add(NewMemory::new(scope, &text)).await.unwrap();
         assert_eq!(again.stored, None);
         assert_eq!(again.check.reason, Some(DuplicateReason::ExactMatch));
+        // Defect 10: the result says what the switch turned off and why this was refused.
+        assert!(again.check.notes.iter().any(|n| n.contains("deduplication is disabled") && n.contains("single live copy")), "{:?}", again.check.notes);
     }
 
     async fn seed_004_add_stores_the_embedding_used_by_the_check(db) {
