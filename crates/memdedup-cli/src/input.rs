@@ -342,7 +342,7 @@ mod tests {
             "{\"text\": \"b\", \"id\":18446744073709551617}\n",
             "{\"id\": -99999999999999999999, \"text\": \"c\", \"x\": {\"id\": 5}}\n",
             "{\"i\\u0064\": 1.50, \"text\": \"d\"}\n",
-            "{\"id\": 1, \"id\": 2e3, \"text\": \"e\"}\n",
+            "{\"id\": 2e3, \"text\": \"e\"}\n",
             "{\"id\": \"s\\u00e9\", \"text\": \"f\"}\n",
         );
         let parsed = parse_collection(jsonl, "f").unwrap();
@@ -354,5 +354,8 @@ mod tests {
         assert_eq!(from_array.ids, expected);
         let nested = "[{\"text\": \"a\", \"id\": 1E+2, \"m\": [\"]\", {\"id\": 3}]}, {\"id\": 12345678901234567890123, \"text\": \"b\"}]";
         assert_eq!(parse_collection(nested, "f").unwrap().ids, ["1E+2", "12345678901234567890123"]);
+        // A repeated id is refused (defect 17), not read as its last value.
+        let repeated = parse_collection("{\"id\": 1, \"id\": 2e3, \"text\": \"e\"}\n", "f").unwrap_err().to_string();
+        assert!(repeated.contains("duplicate key \"id\" at line 1"), "{repeated}");
     }
 }
