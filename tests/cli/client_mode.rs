@@ -209,10 +209,7 @@ fn client_mode_leaves_a_silent_server_within_the_timeout() {
 fn client_mode_works_locally_when_the_server_lacks_the_memory_routes() {
     // Answers every request as a server without the routes would: 404 with a JSON error.
     let body = r#"{"error":"no such route","code":"not_found"}"#;
-    let (url, _) = fake_server(format!(
-        "HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-        body.len()
-    ));
+    let (url, _) = fake_server(json_reply("404 Not Found", body));
     let dir = tempfile::tempdir().expect("temporary directory");
     let db = dir.path().join("memory.db").display().to_string();
     let (out, err, code) = run(&db, Some(&url), &[], &["add", "Use tabs in Makefiles.", "--json"], "");
@@ -229,6 +226,14 @@ fn client_mode_works_locally_when_the_server_lacks_the_memory_routes() {
         "{err}"
     );
     assert!(err.contains("answered /v1/memory/check (404): no such route; checking locally"), "{err}");
+}
+
+/// An HTTP/1.1 reply with `status` and the JSON `body`, closing the connection.
+fn json_reply(status: &str, body: &str) -> String {
+    format!(
+        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
 }
 
 /// A server on a free loopback port that reads each request (head and body) and answers
@@ -294,10 +299,7 @@ fn client_mode_follows_no_redirect_and_works_locally() {
 #[test]
 fn client_mode_reads_no_reply_over_a_mebibyte_and_works_locally() {
     let body = format!("{{\"error\":\"{}\"}}", "x".repeat(2 << 20));
-    let (url, _) = fake_server(format!(
-        "HTTP/1.1 500 Internal Server Error\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-        body.len()
-    ));
+    let (url, _) = fake_server(json_reply("500 Internal Server Error", &body));
     let dir = tempfile::tempdir().expect("temporary directory");
     let db = dir.path().join("memory.db").display().to_string();
     let (out, err, code) = run(&db, Some(&url), &[], &["check", "Use tabs in Makefiles."], "");
@@ -308,10 +310,7 @@ fn client_mode_reads_no_reply_over_a_mebibyte_and_works_locally() {
 #[test]
 fn client_mode_prints_a_server_message_without_control_characters() {
     let body = r#"{"error":"bad\u001b[31m news\u0007"}"#;
-    let (url, _) = fake_server(format!(
-        "HTTP/1.1 500 Internal Server Error\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-        body.len()
-    ));
+    let (url, _) = fake_server(json_reply("500 Internal Server Error", &body));
     let dir = tempfile::tempdir().expect("temporary directory");
     let db = dir.path().join("memory.db").display().to_string();
     let (_, err, code) = run(&db, Some(&url), &[], &["check", "Use tabs in Makefiles."], "");
