@@ -310,7 +310,7 @@ fn client_mode_reads_no_reply_over_a_mebibyte_and_works_locally() {
 #[test]
 fn client_mode_prints_a_server_message_without_control_characters() {
     let body = r#"{"error":"bad\u001b[31m news\u0007"}"#;
-    let (url, _) = fake_server(json_reply("500 Internal Server Error", &body));
+    let (url, _) = fake_server(json_reply("500 Internal Server Error", body));
     let dir = tempfile::tempdir().expect("temporary directory");
     let db = dir.path().join("memory.db").display().to_string();
     let (_, err, code) = run(&db, Some(&url), &[], &["check", "Use tabs in Makefiles."], "");
