@@ -1,6 +1,6 @@
 //! `memdedup similarity` with the real model.
 
-use crate::support::{assert_close, json, key_set, keys, memdedup, require_model, text};
+use crate::support::{assert_close, json, key_set, keys, memdedup, require_model, run_json, sqlite_db, text};
 
 /// The cosine `memdedup similarity` prints for two texts.
 fn cosine(first: &str, second: &str) -> f64 {
@@ -65,4 +65,29 @@ fn other_reference_pairs_match_their_cosines() {
 fn identical_texts_score_one() {
     require_model();
     assert_close(cosine("Use git bisect to find a regression.", "Use git bisect to find a regression."), 1.0, 1e-4);
+}
+
+/// Defect 12: `similarity` and `check` embed long texts the same way (windows), so two
+/// 3,000-character texts that differ in their last sentence get the same cosine from
+/// both, and `similarity` does not print 1.0000 for them.
+#[test]
+fn defect_12_similarity_and_check_agree_on_long_texts_that_differ_at_the_end() {
+    require_model();
+    let body: String = (0..40)
+        .map(|i| {
+            format!("Step {i} of the runbook writes the record to the primary database and retries with backoff. ")
+        })
+        .collect();
+    let (first, second) =
+        (format!("{body}Finally the cache is flushed nightly."), format!("{body}Finally the cache is never flushed."));
+    assert!(first.len() > 2_800, "{}", first.len());
+
+    let printed = cosine(&first, &second);
+    let (_dir, db) = sqlite_db();
+    run_json(&db, &["add", "--judge", "cosine", &first]);
+    let check = run_json(&db, &["check", "--judge", "cosine", &second]);
+    let from_check = check["similarity_score"].as_f64().expect("check gives a similarity score");
+
+    assert!(printed < 1.0, "similarity printed {printed} for texts that differ");
+    assert_close(printed, from_check, 2e-4);
 }

@@ -14,6 +14,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: &SimilarityArgs) -> Result<()
     };
     let cosine = a.cosine(b)?;
     let (first, second) = (args.first.as_str(), args.second.as_str());
+    let shown = shown_cosine(cosine, first == second);
     let judgement = match args.judge {
         PairJudgeArg::Cosine => None,
         PairJudgeArg::Local => Some(memdedup::LocalJudge::default().judge(first, second, cosine)),
@@ -30,7 +31,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: &SimilarityArgs) -> Result<()
         }
     };
     if args.json {
-        let mut out = json!({"model": embedder.model_id(), "cosine": score(cosine)});
+        let mut out = json!({"model": embedder.model_id(), "cosine": shown});
         if let Some(j) = &judgement {
             out["judgement"] = json!({
                 "judge": if args.judge == PairJudgeArg::Learned { "learned" } else { "local" },
@@ -42,7 +43,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: &SimilarityArgs) -> Result<()
         }
         emit(&format!("{out}\n"))?;
     } else {
-        let mut out = format!("{cosine:.4}\n");
+        let mut out = format!("{shown:.4}\n");
         if let Some(j) = &judgement {
             out.push_str(&format!("{}\n", j.verdict.as_str()));
             for reason in &j.reasons {
@@ -52,4 +53,25 @@ pub(crate) async fn run(global: &GlobalArgs, args: &SimilarityArgs) -> Result<()
         emit(&out)?;
     }
     Ok(())
+}
+
+/// The cosine as printed, to four decimals: texts that differ never print 1.0000 (a
+/// cosine that rounds up to one is shown as 0.9999), so two long texts that differ only
+/// in a sentence do not read as identical.
+fn shown_cosine(cosine: f32, identical: bool) -> f64 {
+    let rounded = score(cosine);
+    if !identical && rounded >= 1.0 { 0.9999 } else { rounded }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shown_cosine;
+
+    #[test]
+    fn differing_texts_never_show_one() {
+        assert_eq!(shown_cosine(0.999_96, false), 0.9999);
+        assert_eq!(shown_cosine(1.0, false), 0.9999);
+        assert_eq!(shown_cosine(0.999_96, true), 1.0);
+        assert_eq!(shown_cosine(0.912_34, false), 0.9123);
+    }
 }
