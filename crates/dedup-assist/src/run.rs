@@ -666,6 +666,13 @@ impl Deduplicator {
             Err(dedup_store::Error::MergeConflict { id, reason }) => {
                 Ok(GroupOutcome::Conflict(format!("memory {id}: {reason}")))
             }
+            // An undo that committed after this pass read the blocks: the group is skipped
+            // like one blocked from the start.
+            Err(dedup_store::Error::MergeBlocked { id, into }) => Ok(GroupOutcome::Failed(format!(
+                "the judge grouped memories {} and {}, whose merge was undone",
+                id.min(into),
+                id.max(into)
+            ))),
             Err(error) => Err(error.into()),
         }
     }

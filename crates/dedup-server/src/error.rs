@@ -156,9 +156,11 @@ impl From<dedup_store::Error> for ApiError {
                 ApiError::bad_request(error.to_string())
             }
             E::NotFound(_) | E::FactNotFound(_) | E::MergeNotFound(_) => ApiError::not_found(error.to_string()),
-            E::Conflict { .. } | E::DuplicateEdit { .. } | E::MergeConflict { .. } | E::UndoRefused { .. } => {
-                ApiError::conflict(error.to_string())
-            }
+            E::Conflict { .. }
+            | E::DuplicateEdit { .. }
+            | E::MergeConflict { .. }
+            | E::MergeBlocked { .. }
+            | E::UndoRefused { .. } => ApiError::conflict(error.to_string()),
             _ if error.is_unavailable() => ApiError::unavailable(error.to_string()),
             _ => ApiError::internal(error.to_string()),
         }

@@ -73,6 +73,16 @@ pub enum Error {
         /// Why not.
         reason: &'static str,
     },
+    /// A merge plan groups two memories that an undone merge marked never to merge again
+    /// (the mark may be newer than the plan). Nothing was written;
+    /// [`Store::clear_never_merge`](crate::Store::clear_never_merge) lifts the marks.
+    #[error("cannot merge memory {id} into {into}: an undone merge marked the pair never to merge")]
+    MergeBlocked {
+        /// The memory being retired.
+        id: crate::MemoryId,
+        /// The memory it was to be merged into.
+        into: crate::MemoryId,
+    },
     /// A merge plan no longer matches the database: a member changed, was deprecated or
     /// deleted, or moved scope since the plan was read. Nothing was written; read the
     /// members again and make a new plan.

@@ -3,9 +3,12 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use dedup_assist::DedupOptions;
-use dedup_store::MemoryId;
+use async_trait::async_trait;
+use dedup_assist::{DedupOptions, Judge, JudgeFailure, JudgeReply};
+use dedup_core::JudgeBatch;
+use dedup_store::{MemoryId, MergeId, Store};
 
 use crate::backend_tests;
 use crate::support::{TableEmbedder, Truth, batch_of, openai_judge, run};
@@ -87,5 +90,66 @@ backend_tests! {
         db.store.note_occurrence(survivor).await.unwrap();
         let error = db.store.undo_merge(report.merges[0].merge_id, true).await.unwrap_err().to_string();
         assert!(error.contains(&survivor.to_string()) && error.contains("occurrence_count"), "{error}");
+    }
+
+    async fn defect_5_undo_racing_dedup_skips_the_blocked_group_and_the_run_completes(db) {
+        let embedder = Arc::new(TableEmbedder::new().near(A1, A2, 0.9).near(B1, B2, 0.9));
+        db.add(embedder.as_ref(), A1).await;
+        db.add(embedder.as_ref(), A2).await;
+        let truth = Truth::new()
+            .cluster("backup", A1, &[A1, A2])
+            .cluster("notes", B1, &[B1, B2]);
+        let server = truth.server();
+        let first = run(&db, embedder.clone(), openai_judge(&server), DedupOptions::default()).await;
+        assert_eq!(first.merged, 1, "{first:#?}");
+        let b1 = db.add(embedder.as_ref(), B1).await;
+        let b2 = db.add(embedder.as_ref(), B2).await;
+
+        // The second run reads the (empty) blocks, then while its judge works an undo of
+        // the first run's merge commits and blocks A1/A2, which the next pass groups again.
+        let judge = Arc::new(UndoWhileJudging {
+            inner: openai_judge(&server),
+            store: db.store.clone(),
+            merge: first.merges[0].merge_id,
+            undone: AtomicBool::new(false),
+        });
+        let report = run(&db, embedder.clone(), judge.clone(), DedupOptions::default()).await;
+
+        assert!(judge.undone.load(Ordering::SeqCst), "the undo ran during the run");
+        assert_eq!(report.merged, 1, "only the notes group merges: {report:#?}");
+        let merged: BTreeSet<MemoryId> =
+            report.merges.iter().flat_map(|m| m.absorbed.iter().copied().chain([m.survivor])).collect();
+        assert_eq!(merged, BTreeSet::from([b1, b2]));
+        assert_eq!(db.live().await.iter().filter(|m| [A1, A2].contains(&m.content.as_str())).count(), 2);
+        let failed = db.live().await.into_iter().filter(|m| m.dedup_last_error.is_some()).count();
+        assert!(failed >= 1, "the skipped group's memories record why: {report:#?}");
+    }
+}
+
+/// A judge that undoes (and blocks) one merge the first time it is asked, as a user's
+/// `undo --run` racing the run would.
+#[derive(Debug)]
+struct UndoWhileJudging {
+    inner: Arc<dyn Judge>,
+    store: Arc<Store>,
+    merge: MergeId,
+    undone: AtomicBool,
+}
+
+#[async_trait]
+impl Judge for UndoWhileJudging {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn model(&self) -> &str {
+        self.inner.model()
+    }
+
+    async fn judge(&self, batch: &JudgeBatch) -> Result<JudgeReply, JudgeFailure> {
+        if !self.undone.swap(true, Ordering::SeqCst) {
+            self.store.undo_merge(self.merge, true).await.expect("the undo commits");
+        }
+        self.inner.judge(batch).await
     }
 }

@@ -38,7 +38,7 @@ impl Store {
     /// under the lock and compared with [`MergePlan::expected`], failing with
     /// [`Error::MergeConflict`](crate::Error::MergeConflict) on any difference. A group
     /// holding a pair an undo marked never to merge fails with
-    /// [`Error::InvalidMerge`](crate::Error::InvalidMerge); a new text equal to another live
+    /// [`Error::MergeBlocked`](crate::Error::MergeBlocked); a new text equal to another live
     /// memory's of the scope with [`Error::Conflict`](crate::Error::Conflict); a vector of
     /// the wrong dimensions with [`Error::InvalidVector`](crate::Error::InvalidVector).
     /// Nothing is written on any failure.
@@ -683,11 +683,7 @@ macro_rules! merge_queries {
                 match blocked {
                     Some((low, high)) => {
                         let (id, into) = if high == survivor.get() { (low, high) } else { (high, low) };
-                        Err(Error::InvalidMerge {
-                            id: MemoryId::new(id),
-                            into: MemoryId::new(into),
-                            reason: "an undone merge marked the pair never to merge (clear_never_merge lifts it)",
-                        })
+                        Err(Error::MergeBlocked { id: MemoryId::new(id), into: MemoryId::new(into) })
                     }
                     None => Ok(()),
                 }

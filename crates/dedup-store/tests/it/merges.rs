@@ -457,7 +457,7 @@ backend_tests! {
 
         // The group, or any pair of it, cannot be merged again until the pairs are cleared.
         let again = plan_for(&store, "run-2", g.a, &[g.b]).await?;
-        assert!(matches!(store.apply_merge(&again).await, Err(Error::InvalidMerge { .. })));
+        assert!(matches!(store.apply_merge(&again).await, Err(Error::MergeBlocked { .. })));
         let unrelated = store.apply_merge(&plan_for(&store, "run-2", g.a, &[g.x]).await?).await?;
         store.undo_merge(unrelated.id, false).await?;
         assert_eq!(store.clear_never_merge(&scope("global", "other")).await?, 0);
