@@ -249,15 +249,27 @@ impl Deduplicator {
             } else {
                 JudgeMode::Incremental
             };
+            // Under a limit a bootstrap pass sees only the admitted memories and the
+            // verified ones, so its groups decide no unverified memory beyond the limit.
+            let planned: BTreeMap<MemoryId, Memory> = if self.options.limit.is_some() && mode == JudgeMode::Bootstrap {
+                let admitted: HashSet<MemoryId> = queue.iter().copied().collect();
+                memories
+                    .iter()
+                    .filter(|(id, m)| m.dedup_verified || admitted.contains(id))
+                    .map(|(id, m)| (*id, m.clone()))
+                    .collect()
+            } else {
+                memories.clone()
+            };
             let queried: Vec<MemoryId> = match mode {
-                JudgeMode::Bootstrap => memories.keys().copied().collect(),
+                JudgeMode::Bootstrap => planned.keys().copied().collect(),
                 JudgeMode::Incremental => queue.clone(),
             };
-            let neighbours = self.neighbours(scope, &memories, &queried, &never, mode).await?;
+            let neighbours = self.neighbours(scope, &planned, &queried, &never, mode).await?;
             let prefix = format!("{}-{}-pass{pass}", report.run_id, scope_label(scope));
             let plan = plan_pass(&PassInput {
                 mode,
-                memories: &memories,
+                memories: &planned,
                 neighbours: &neighbours,
                 queue: &queue,
                 options: PlanOptions {

@@ -160,6 +160,44 @@ backend_tests! {
         assert_eq!(db.live().await.iter().filter(|m| !m.dedup_verified).count(), 1);
     }
 
+    async fn defect_9_limit_bounds_a_first_run_on_a_new_namespace(db) {
+        const PAIRS: [(&str, &str); 3] = [
+            ("Back up the database before a migration.", "Take a database backup before migrating."),
+            ("Write release notes for every release.", "Every release gets release notes."),
+            ("Use UTC timestamps in logs.", "Log timestamps in UTC."),
+        ];
+        let mut embedder = TableEmbedder::new();
+        for (a, b) in PAIRS {
+            embedder = embedder.near(a, b, 0.9);
+        }
+        let embedder = Arc::new(embedder);
+        for (a, b) in PAIRS {
+            db.add(embedder.as_ref(), a).await;
+            db.add(embedder.as_ref(), b).await;
+        }
+        let mut truth = Truth::new();
+        for (label, (a, b)) in ["backup", "notes", "utc"].into_iter().zip(PAIRS) {
+            truth = truth.cluster(label, a, &[a, b]);
+        }
+        let server = truth.server();
+
+        let options = DedupOptions { limit: Some(1), ..DedupOptions::default() };
+        let report = run(&db, embedder.clone(), openai_judge(&server), options).await;
+        assert_eq!(report.processed, 1, "{report:#?}");
+        assert_eq!(report.merged, 0, "{report:#?}");
+        assert_eq!(db.live().await.iter().filter(|m| !m.dedup_verified).count(), 5);
+
+        // The next bounded run decides two more: the second memory of the first pair
+        // meets its (now verified) duplicate.
+        let options = DedupOptions { limit: Some(2), ..DedupOptions::default() };
+        let report = run(&db, embedder.clone(), openai_judge(&server), options).await;
+        assert!(report.processed <= 2, "{report:#?}");
+        assert_eq!(report.merged, 1, "{report:#?}");
+        assert_eq!(db.live().await.len(), 5);
+        // Four left: the last two pairs, and the survivor the merge queued again.
+        assert_eq!(db.live().await.iter().filter(|m| !m.dedup_verified).count(), 4);
+    }
+
     async fn only_id_decides_one_memory(db) {
         const V: &str = "Squash commits before merging.";
         const U: &str = "Merge only squashed commits.";
