@@ -24,6 +24,7 @@ mod mcp_support;
 mod memory;
 mod model_cache;
 mod model_unavailable;
+mod nodes_dedup;
 mod output_files;
 mod playbook;
 mod scan;

@@ -336,15 +336,24 @@ impl Deduplicator {
         Ok(())
     }
 
-    /// The scope's live memories a run may merge: unique ones (kinds that allow repeats,
-    /// like trades and episodes, are distinct by definition).
+    /// The scope's live memories a run may merge: those the store queues (see
+    /// [`Store::unverified`](dedup_store::Store::unverified)): unique ones, and titled
+    /// ones such as seed 001's nodes. Kinds that allow repeats, like trades and episodes,
+    /// are distinct by definition.
     async fn snapshot(&self, scope: &Scope) -> Result<BTreeMap<MemoryId, Memory>> {
         let filter = ListFilter {
             domain: Some(scope.domain().to_owned()),
             namespace: Some(scope.namespace_name().to_owned()),
             ..ListFilter::default()
         };
-        Ok(self.store.list(&filter).await?.into_iter().filter(|m| m.unique_content).map(|m| (m.id, m)).collect())
+        Ok(self
+            .store
+            .list(&filter)
+            .await?
+            .into_iter()
+            .filter(|m| m.unique_content || m.embeds_title)
+            .map(|m| (m.id, m))
+            .collect())
     }
 
     /// Embeds and attaches vectors for live memories of the scope that have none, so

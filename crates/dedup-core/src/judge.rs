@@ -13,8 +13,6 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::specifics::sentence_count;
-
 /// Longest `reason` a group may give, in characters (seed 003 §3).
 pub const MAX_REASON_CHARS: usize = 160;
 /// Most sentences a canonical text may have (seed 003 §3 and §5).
@@ -199,7 +197,9 @@ impl JudgeResponse {
 pub struct ContractLimits {
     /// Longest reason, in characters. Default [`MAX_REASON_CHARS`].
     pub max_reason_chars: usize,
-    /// Most sentences in a canonical text. Default [`MAX_CANONICAL_SENTENCES`].
+    /// Most sentences in a canonical text the merge takes; a longer one is not a
+    /// contract violation: the merge keeps a member's text instead. Default
+    /// [`MAX_CANONICAL_SENTENCES`].
     pub max_canonical_sentences: usize,
     /// Notes kept; more are dropped. Default 16.
     pub max_notes: usize,
@@ -297,15 +297,6 @@ pub enum Violation {
         /// The group.
         group: usize,
     },
-    /// A canonical text of more sentences than allowed.
-    TooManySentences {
-        /// The group.
-        group: usize,
-        /// Sentences counted.
-        sentences: usize,
-        /// The limit.
-        max: usize,
-    },
     /// An incremental group without an unverified id.
     NoUnverifiedId {
         /// The group.
@@ -340,9 +331,6 @@ impl fmt::Display for Violation {
                 write!(f, "group {group}'s reason is {chars} characters, over the limit of {max}")
             }
             Violation::EmptyCanonicalText { group } => write!(f, "group {group}'s canonical_text is empty"),
-            Violation::TooManySentences { group, sentences, max } => {
-                write!(f, "group {group}'s canonical_text has {sentences} sentences, over the limit of {max}")
-            }
             Violation::NoUnverifiedId { group } => {
                 write!(f, "group {group} has no unverified id (incremental mode needs one per group)")
             }
@@ -375,7 +363,7 @@ fn summary(violations: &[Violation]) -> String {
 ///
 /// **Invariants:** every id is in the batch and appears once; every group has at least
 /// two ids, a confidence in `[0, 1]` at or above the hint, a non-blank canonical text
-/// within the sentence limit and a short reason.
+/// (one over the sentence limit is not merged: a member's text is kept) and a short reason.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ValidatedResponse {
     /// The groups.
@@ -435,17 +423,11 @@ pub fn validate_response(
         if reason_chars > limits.max_reason_chars {
             violations.push(Violation::ReasonTooLong { group: g, chars: reason_chars, max: limits.max_reason_chars });
         }
+        // A canonical text over the sentence limit is not a broken reply: the merge keeps
+        // a member's text instead (`group_merge::choose_text`), so the batch's other groups
+        // are not lost to a wordy rewrite.
         if group.canonical_text.trim().is_empty() {
             violations.push(Violation::EmptyCanonicalText { group: g });
-        } else {
-            let sentences = sentence_count(&group.canonical_text);
-            if sentences > limits.max_canonical_sentences {
-                violations.push(Violation::TooManySentences {
-                    group: g,
-                    sentences,
-                    max: limits.max_canonical_sentences,
-                });
-            }
         }
         if incremental && !seen.iter().any(|id| status.get(id) == Some(&MemoryStatus::Unverified)) {
             violations.push(Violation::NoUnverifiedId { group: g });

@@ -514,6 +514,13 @@ pub(crate) async fn create_node(
             if eligible && gate_ok {
                 record_check(&scope, &matches, started);
             }
+            if !eligible {
+                // A subtype outside `dedup_subtypes` is distinct by definition: assisted
+                // dedup does not queue it.
+                if let Some(stored) = state.store().get(id).await? {
+                    state.store().mark_verified(&[(id, stored.content_hash)]).await?;
+                }
+            }
             let node = load_node(&state, id).await?;
             let recommendation = recommend(&matches);
             let response = CreateNodeResponse {

@@ -192,6 +192,18 @@ backend_tests! {
         assert_eq!(merge.final_text, U1);
     }
 
+    async fn defect_9_a_canonical_text_of_three_sentences_keeps_a_members_text(db) {
+        let f = fixture(&db).await;
+        let wordy = "Run `cargo fmt --check` in CI. It keeps diffs small. Reviewers thank you.";
+        let answer = json!({"groups": [group(&[f.u1, f.v1], wordy, 0.9, "Same rule.")], "no_match_ids": []});
+        let server = FakeLlm::scripted(vec![reply(answer)]);
+        assert_merged(&db, &f, openai_judge(&server)).await;
+        let merge = &db.merges().await[0];
+        assert!(matches!(merge.text_source, TextSource::Existing { .. }), "{:?}", merge.text_source);
+        assert_eq!(merge.canonical_text.as_deref(), Some(wordy));
+        assert!([V1, U1].contains(&merge.final_text.as_str()), "{}", merge.final_text);
+    }
+
     async fn a_429_with_retry_after_is_retried_after_the_wait(db) {
         let f = fixture(&db).await;
         let server = FakeLlm::scripted(vec![

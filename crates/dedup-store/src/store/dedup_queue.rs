@@ -18,7 +18,10 @@ use crate::{DedupCounts, MAX_DEDUP_ERROR_CHARS, Memory, MemoryId, Result, Scope}
 impl Store {
     /// The live memories of `scope` that no assisted dedup pass has verified and that
     /// were tried fewer than `max_attempts` times, in id order; at most `limit` of them
-    /// (0: all).
+    /// (0: all). Memories that may repeat ([`NewMemory::allow_repeats`](crate::NewMemory::allow_repeats))
+    /// are distinct by definition and never queued, except titled ones
+    /// ([`NewMemory::embed_title`](crate::NewMemory::embed_title), seed 001's nodes),
+    /// which repeat only in their body.
     pub async fn unverified(&self, scope: &Scope, max_attempts: u32, limit: usize) -> Result<Vec<Memory>> {
         let result = dispatch!(self, b => b.dedup_queue(scope, max_attempts, false, limit).await);
         self.classify(result)
@@ -115,7 +118,8 @@ macro_rules! dedup_queue_queries {
                     let mut query = QueryBuilder::<Db>::new(concat!(
                         "SELECT ",
                         memory_columns!(),
-                        " FROM memories WHERE NOT deprecated AND NOT dedup_verified AND domain = "
+                        " FROM memories WHERE NOT deprecated AND NOT dedup_verified \
+                         AND (unique_content OR embeds_title) AND domain = "
                     ));
                     query.push_bind(scope.domain());
                     query.push(" AND namespace = ").push_bind(scope.namespace_name());

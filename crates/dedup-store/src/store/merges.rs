@@ -45,7 +45,7 @@ impl Store {
     ///
     /// The survivor takes the new text (when given), vector, metadata and counters and is
     /// queued for dedup again (seed 003 §9: unverified, no last error, attempts kept); the
-    /// absorbed memories are deprecated into it and marked verified (their vectors stay);
+    /// absorbed memories are deprecated into it and marked verified with no last error (their vectors stay);
     /// their edges move to the survivor (self-loops and repeats dropped).
     pub async fn apply_merge(&self, plan: &MergePlan) -> Result<MergeRecord> {
         let prepared = PreparedMerge::new(plan)?;
@@ -408,7 +408,7 @@ macro_rules! merge_queries {
                     for id in &plan.absorbed {
                         sqlx::query(
                             "UPDATE memories SET deprecated = TRUE, merged_into = $2, dedup_verified = TRUE, \
-                             updated_at = $3, change_seq = $4 WHERE id = $1",
+                             dedup_last_error = NULL, updated_at = $3, change_seq = $4 WHERE id = $1",
                         )
                         .bind(id.get())
                         .bind(plan.survivor.get())

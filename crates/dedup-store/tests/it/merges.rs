@@ -444,6 +444,24 @@ backend_tests! {
         Ok(())
     }
 
+    async fn defect_9_absorbed_memories_keep_no_stale_dedup_error(db) {
+        let store = db.open().await?;
+        let g = Group::new(&store).await?;
+        let b = store.get(g.b).await?.context("b")?;
+        store.record_dedup_failure(&[(g.b, b.content_hash.clone())], "batch-1: the judge timed out").await?;
+        assert!(store.get(g.b).await?.context("b")?.dedup_last_error.is_some());
+
+        let record = store.apply_merge(&plan_for(&store, "run-1", g.a, &[g.b]).await?).await?;
+        let absorbed = store.get(g.b).await?.context("b")?;
+        assert!(absorbed.deprecated && absorbed.dedup_verified, "{absorbed:?}");
+        assert_eq!(absorbed.dedup_last_error, None);
+
+        // Undo gives the error back with the rest of the row.
+        store.undo_merge(record.id, false).await?;
+        assert_eq!(store.get(g.b).await?.context("b")?.dedup_last_error.as_deref(), Some("batch-1: the judge timed out"));
+        Ok(())
+    }
+
     async fn block_remerge_records_pairs_and_clear_never_merge_removes_them(db) {
         let store = db.open().await?;
         let g = Group::new(&store).await?;
