@@ -150,8 +150,8 @@ async fn scn_fact_extraction_extract_facts_from_conversation_turn() {
     assert_eq!(request.header("authorization"), Some(format!("Bearer {API_KEY}").as_str()));
 }
 
-/// Fact categories: the six are accepted; one outside the set rejects the whole reply
-/// (exit 1) and nothing of it is stored.
+/// Fact categories: the six are accepted; a fact outside the set is skipped and reported
+/// (its index and why, never its text) and the turn's other facts are stored (defect 11).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scn_fact_extraction_fact_categories() {
     let categories = ["preference", "knowledge", "context", "behavior", "goal", "correction"];
@@ -159,6 +159,7 @@ async fn scn_fact_extraction_fact_categories() {
     let fake = FakeLlm::scripted(vec![
         reply(&all),
         reply(&[fact("User likes Rust", "preference", 0.9), fact("User is happy", "mood", 0.9)]),
+        reply(&[fact("User likes Go", "preference", 0.9), fact("User is sad", "mood", 0.9)]),
     ]);
     let ws = Workspace::new();
     let out = ws.facts(&fake).args(["extract", &ws.turn(), "--json"]).assert().success();
@@ -166,16 +167,23 @@ async fn scn_fact_extraction_fact_categories() {
     let got: Vec<&str> =
         report["facts"].as_array().expect("facts").iter().filter_map(|f| f["category"].as_str()).collect();
     assert_eq!(got, categories);
+    assert_eq!(report["skipped_invalid"], json!([]));
     assert_eq!(ws.stored().len(), 6);
 
-    let out = ws.facts(&fake).args(["extract", &ws.turn()]).assert().code(1);
-    let stderr = text(&out.get_output().stderr);
-    assert!(stderr.contains("unknown fact category \"mood\""), "{stderr}");
-    assert!(stderr.contains("nothing was stored"), "{stderr}");
-    assert!(out.get_output().stdout.is_empty());
+    let out = ws.facts(&fake).args(["extract", &ws.turn()]).assert().success();
+    let stdout = text(&out.get_output().stdout);
+    assert!(stdout.contains("skipped invalid fact 1 of turn 1 (not stored): "), "{stdout}");
+    assert!(stdout.contains("unknown fact category \"mood\""), "{stdout}");
+    assert!(!stdout.contains("User is happy"), "the invalid fact's text is not printed: {stdout}");
     let contents: Vec<String> = ws.stored().into_iter().map(|f| f.0).collect();
-    assert!(!contents.contains(&"User likes Rust".to_owned()), "the valid fact of a rejected reply was stored");
-    assert_eq!(contents.len(), 6);
+    assert!(contents.contains(&"User likes Rust".to_owned()), "the turn's valid fact is stored");
+    assert_eq!(contents.len(), 7);
+
+    let out = ws.facts(&fake).args(["extract", &ws.turn(), "--json"]).assert().success();
+    let report = json(&out.get_output().stdout);
+    let skipped = report["skipped_invalid"].as_array().expect("skipped_invalid");
+    assert_eq!((skipped.len(), &skipped[0]["turn"], &skipped[0]["index"]), (1, &json!(1), &json!(1)), "{report}");
+    assert_eq!(ws.stored().len(), 8);
 }
 
 /// Confidence thresholds: below 0.5 a fact is not stored; it is reported by count and
@@ -222,7 +230,6 @@ async fn malformed_model_output_exits_1_and_stores_nothing() {
     for bad in [
         FakeReply::text("I found no facts, sorry."),
         FakeReply::text(r#"{"facts": [{"content": "cut off"#),
-        reply(&[fact("ok", "goal", 0.9), fact("too sure", "goal", 1.2)]),
         FakeReply::raw(200, "not the OpenAI wire format"),
     ] {
         let fake = FakeLlm::scripted(vec![bad]);

@@ -14,7 +14,9 @@ use serde::{Deserialize, Serialize};
 
 mod extraction;
 
-pub use extraction::{ExtractedFact, MAX_FACT_CONTENT_CHARS, parse_extracted_facts};
+pub use extraction::{
+    ExtractedFact, ExtractedFacts, InvalidFact, MAX_FACT_CONTENT_CHARS, parse_extracted_facts, read_extracted_facts,
+};
 
 /// The confidence below which a fact is not stored (seed 002's default).
 pub const DEFAULT_CONFIDENCE_THRESHOLD: f64 = 0.5;

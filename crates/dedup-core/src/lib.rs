@@ -59,9 +59,9 @@ pub use embedding::Embedding;
 pub use error::{Error, Result};
 pub use facts::{
     CharEstimate, Cl100kTokens, DEFAULT_CONFIDENCE_THRESHOLD, DEFAULT_MAX_FACTS, DEFAULT_MAX_TOKENS, ExtractedFact,
-    FactCategory, FactError, FactPolicy, FactView, HistoryContext, MAX_FACT_CONTENT_CHARS, MemoryProfile,
-    ProfileSection, TRUNCATION_MARKER, TokenCounter, UserContext, default_token_counter, fact_key, format_context,
-    parse_extracted_facts,
+    ExtractedFacts, FactCategory, FactError, FactPolicy, FactView, HistoryContext, InvalidFact, MAX_FACT_CONTENT_CHARS,
+    MemoryProfile, ProfileSection, TRUNCATION_MARKER, TokenCounter, UserContext, default_token_counter, fact_key,
+    format_context, parse_extracted_facts, read_extracted_facts,
 };
 pub use group::{
     Edge, Group, GroupOptions, GuardedGrouping, Linkage, RefusedLink, SCORE_TOLERANCE, group_by_similarity,

@@ -1,7 +1,7 @@
 //! Fact extraction (seed 002): ask a chat model for the facts of one conversation turn,
 //! validate its reply with `dedup-core`, and keep the confident ones.
 
-use dedup_core::{ContentHash, ExtractedFact, FactCategory, parse_extracted_facts};
+use dedup_core::{ContentHash, ExtractedFact, FactCategory, InvalidFact, read_extracted_facts};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
@@ -56,6 +56,10 @@ pub struct FactExtraction {
     pub kept: Vec<ExtractedFact>,
     /// The facts below the confidence threshold, not to be stored (each was logged).
     pub skipped_low_confidence: Vec<ExtractedFact>,
+    /// The facts of the reply that were invalid (an unknown category, a confidence out of
+    /// range…), not to be stored, with why (each was logged). The reply's other facts
+    /// stand.
+    pub skipped_invalid: Vec<InvalidFact>,
     /// What the model call cost.
     pub usage: TokenUsage,
 }
@@ -116,10 +120,13 @@ pub fn extraction_request(turn: &ConversationTurn) -> ChatRequest {
 /// [`FactExtraction::skipped_low_confidence`]. A turn whose two messages are both blank
 /// yields nothing without calling the model. Nothing is stored here.
 ///
+/// An invalid fact of the reply (seed 002 validates every category) is skipped, logged
+/// at `warn` (its index and why, never its text) and returned in
+/// [`FactExtraction::skipped_invalid`]; the reply's other facts are kept.
+///
 /// Fails with [`Error::InvalidRequest`] for a threshold outside `[0, 1]`, with
 /// [`Error::Truncated`] when the reply was cut at its token limit, with [`Error::Facts`]
-/// when the reply is not the expected JSON or any fact in it is invalid (then no fact is
-/// returned), and as [`ChatModel::complete`] fails.
+/// when the reply is not the expected JSON object, and as [`ChatModel::complete`] fails.
 pub async fn extract_facts(
     model: &dyn ChatModel,
     turn: &ConversationTurn,
@@ -136,9 +143,18 @@ pub async fn extract_facts(
     if reply.finish_reason == FinishReason::Length {
         return Err(Error::Truncated { model: reply.model, max_tokens: request.max_tokens });
     }
-    let facts = parse_extracted_facts(&reply.text)?;
+    let read = read_extracted_facts(&reply.text)?;
+    for invalid in &read.invalid {
+        tracing::warn!(
+            provider = model.provider(),
+            model = model.model(),
+            index = invalid.index,
+            reason = %invalid.reason,
+            "skipped an invalid fact"
+        );
+    }
     let (kept, skipped_low_confidence): (Vec<_>, Vec<_>) =
-        facts.into_iter().partition(|fact| fact.confidence >= min_confidence);
+        read.facts.into_iter().partition(|fact| fact.confidence >= min_confidence);
     for fact in &skipped_low_confidence {
         tracing::info!(
             provider = model.provider(),
@@ -150,7 +166,7 @@ pub async fn extract_facts(
             "skipped a low-confidence fact"
         );
     }
-    Ok(FactExtraction { kept, skipped_low_confidence, usage: reply.usage })
+    Ok(FactExtraction { kept, skipped_low_confidence, skipped_invalid: read.invalid, usage: reply.usage })
 }
 
 #[cfg(test)]

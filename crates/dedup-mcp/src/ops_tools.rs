@@ -2,7 +2,9 @@
 
 use std::sync::Arc;
 
-use memdedup::crates::core::{DEFAULT_MAX_TOKENS, ExtractedFact, FactView, default_token_counter, format_context};
+use memdedup::crates::core::{
+    DEFAULT_MAX_TOKENS, ExtractedFact, FactView, InvalidFact, default_token_counter, format_context,
+};
 use memdedup::crates::llm::{ConversationTurn, TokenUsage, extract_facts};
 use memdedup::crates::store::{Fact, FactOutcome, NewFact};
 use memdedup::{CachedEmbedder, Deduplicator, Embedder, MergeFilter, MergeId, MergeRecord, Scope};
@@ -276,6 +278,8 @@ struct Extraction {
     dry_run: bool,
     facts: Vec<Extracted>,
     skipped_low_confidence: Vec<ExtractedFact>,
+    /// The model's invalid facts (index and why), not stored.
+    skipped_invalid: Vec<InvalidFact>,
     usage: TokenUsage,
 }
 
@@ -316,16 +320,25 @@ pub(crate) async fn facts_extract(context: &McpContext, access: &Access, args: F
         facts.push(Extracted { fact, outcome });
     }
     let added = facts.iter().filter(|f| matches!(f.outcome, Some(FactOutcome::Added { .. }))).count();
-    let text = if args.dry_run {
+    let mut text = if args.dry_run {
         format!("dry run: {} would be stored in {scope}", plural(facts.len(), "fact"))
     } else {
         format!("{} found, {} added to {scope}", plural(facts.len(), "fact"), added)
     };
+    if !extraction.skipped_invalid.is_empty() {
+        let indexes: Vec<String> = extraction.skipped_invalid.iter().map(|f| f.index.to_string()).collect();
+        text.push_str(&format!(
+            "; skipped {} of the model's reply (index {}), see skipped_invalid",
+            plural(indexes.len(), "invalid fact"),
+            indexes.join(", ")
+        ));
+    }
     success(
         &Extraction {
             dry_run: args.dry_run,
             facts,
             skipped_low_confidence: extraction.skipped_low_confidence,
+            skipped_invalid: extraction.skipped_invalid,
             usage: extraction.usage,
         },
         text,

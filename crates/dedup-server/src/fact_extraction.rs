@@ -55,8 +55,24 @@ pub struct ExtractFactsResponse {
     pub facts: Vec<ExtractedFactResult>,
     /// The facts below the threshold: not stored, and not shown.
     pub skipped_low_confidence: SkippedFacts,
+    /// The model's facts that were invalid (an unknown category, a confidence out of
+    /// range…): not stored; each with its 0-based index in the reply and why, never its
+    /// text. The turn's other facts are stored.
+    pub skipped_invalid: Vec<SkippedInvalidFact>,
     /// What the model call cost (zero when the turn was blank and no call was made).
     pub usage: Usage,
+}
+
+/// One fact of the model's reply that was invalid.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct SkippedInvalidFact {
+    /// Its 0-based position in the model's `facts` list.
+    pub index: usize,
+    /// What is wrong with it.
+    #[schema(
+        example = "`category`: unknown fact category \"mood\" (expected one of: preference, knowledge, context, behavior, goal, correction)"
+    )]
+    pub reason: String,
 }
 
 /// One extracted fact and what storing it did.
@@ -163,6 +179,7 @@ pub(crate) async fn extract(
         kept = facts.len(),
         added = facts.iter().filter(|f| f.outcome == "added").count(),
         skipped_low_confidence = skipped.count,
+        skipped_invalid = extraction.skipped_invalid.len(),
         input_tokens = usage.input_tokens,
         output_tokens = usage.output_tokens,
         "extracted facts"
@@ -172,6 +189,11 @@ pub(crate) async fn extract(
         namespace: scope.namespace_name().to_owned(),
         facts,
         skipped_low_confidence: skipped,
+        skipped_invalid: extraction
+            .skipped_invalid
+            .into_iter()
+            .map(|f| SkippedInvalidFact { index: f.index, reason: f.reason })
+            .collect(),
         usage,
     }))
 }

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use memdedup::crates::core::{
-    ExtractedFact, FactPolicy, FactView, MemoryProfile, default_token_counter, format_context,
+    ExtractedFact, FactPolicy, FactView, InvalidFact, MemoryProfile, default_token_counter, format_context,
 };
 use memdedup::crates::llm::{ConversationTurn, TokenUsage, extract_facts};
 use memdedup::crates::store::{Fact, FactOutcome, FactUpdate, NewFact};
@@ -206,6 +206,8 @@ async fn extract(global: &GlobalArgs, scope: Scope, args: &FactsExtractArgs) -> 
     // Every turn is extracted before anything is stored: one unusable reply stores nothing.
     let mut kept = Vec::new();
     let mut skipped: Vec<ExtractedFact> = Vec::new();
+    // (turn, the model's invalid fact): skipped, the turn's other facts kept.
+    let mut invalid: Vec<(usize, InvalidFact)> = Vec::new();
     let mut usage = TokenUsage::default();
     let mut calls = 0;
     for (index, turn) in turns.iter().enumerate() {
@@ -219,6 +221,7 @@ async fn extract(global: &GlobalArgs, scope: Scope, args: &FactsExtractArgs) -> 
         usage.output_tokens = usage.output_tokens.saturating_add(extraction.usage.output_tokens);
         kept.extend(extraction.kept.into_iter().map(|fact| (index + 1, fact)));
         skipped.extend(extraction.skipped_low_confidence);
+        invalid.extend(extraction.skipped_invalid.into_iter().map(|fact| (index + 1, fact)));
     }
 
     let mut facts = Vec::with_capacity(kept.len());
@@ -253,6 +256,7 @@ async fn extract(global: &GlobalArgs, scope: Scope, args: &FactsExtractArgs) -> 
         turns = turns.len(),
         kept = facts.len(),
         skipped_low_confidence = skipped.len(),
+        skipped_invalid = invalid.len(),
         input_tokens = usage.input_tokens,
         output_tokens = usage.output_tokens,
         "extracted facts"
@@ -265,6 +269,10 @@ async fn extract(global: &GlobalArgs, scope: Scope, args: &FactsExtractArgs) -> 
             "llm_calls": calls,
             "facts": facts.iter().map(extracted_json).collect::<Vec<_>>(),
             "skipped_low_confidence": {"count": skipped.len(), "categories": categories},
+            "skipped_invalid": invalid
+                .iter()
+                .map(|(turn, fact)| json!({"turn": turn, "index": fact.index, "reason": fact.reason}))
+                .collect::<Vec<_>>(),
             "usage": usage,
         });
         return emit(&format!("{value}\n"));
@@ -272,6 +280,9 @@ async fn extract(global: &GlobalArgs, scope: Scope, args: &FactsExtractArgs) -> 
     let mut out = String::new();
     for extracted in &facts {
         out.push_str(&extracted_text(extracted, &scope));
+    }
+    for (turn, fact) in &invalid {
+        out.push_str(&format!("skipped invalid fact {} of turn {turn} (not stored): {}\n", fact.index, fact.reason));
     }
     if !skipped.is_empty() {
         let counts: Vec<String> = categories.iter().map(|(category, n)| format!("{category} {n}")).collect();

@@ -99,6 +99,8 @@ pub(crate) struct Run {
     /// `offline` or `llm`, once candidates were looked for.
     pub analyser: Option<&'static str>,
     pub llm_calls: usize,
+    /// Facts of the LLM's replies that were invalid and skipped.
+    pub llm_skipped_invalid: usize,
     /// Milliseconds spent reading the transcript and finding the candidates.
     pub analysis_ms: Option<u64>,
     pub candidates: Vec<Candidate>,
@@ -262,6 +264,7 @@ async fn find_candidates(
                     Ok(Ok(found)) => {
                         run.analyser = Some("llm");
                         run.llm_calls = found.calls;
+                        run.llm_skipped_invalid = found.skipped_invalid;
                         tracing::info!(
                             calls = found.calls,
                             input_tokens = found.usage.input_tokens,

@@ -1,5 +1,6 @@
 //! Reading the facts a language model extracted from a conversation turn (seed 002): the
-//! reply's JSON contract and its validation, all or nothing.
+//! reply's JSON contract and its validation: fact by fact ([`read_extracted_facts`]), or
+//! all or nothing ([`parse_extracted_facts`]).
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -42,6 +43,41 @@ pub struct ExtractedFact {
 /// any fact is invalid ([`FactError::InvalidExtractedFact`], naming the first bad fact's
 /// index and what is wrong), no fact is returned, so bad model output changes nothing.
 pub fn parse_extracted_facts(reply: &str) -> Result<Vec<ExtractedFact>, FactError> {
+    let read = read_extracted_facts(reply)?;
+    match read.invalid.into_iter().next() {
+        Some(InvalidFact { index, reason }) => Err(FactError::InvalidExtractedFact { index, reason }),
+        None => Ok(read.facts),
+    }
+}
+
+/// The longest [`InvalidFact::reason`], in characters: a reason quotes the model's
+/// category name, which is the model's to make long.
+const MAX_INVALID_REASON_CHARS: usize = 200;
+
+/// One fact of a reply that [`read_extracted_facts`] skipped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InvalidFact {
+    /// Its 0-based position in the reply's `facts` list.
+    pub index: usize,
+    /// What is wrong with it (never its content; at most 200 characters).
+    pub reason: String,
+}
+
+/// A reply read fact by fact: the valid facts, in the reply's order, and the invalid ones.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ExtractedFacts {
+    /// The valid facts.
+    pub facts: Vec<ExtractedFact>,
+    /// The facts skipped, with why.
+    pub invalid: Vec<InvalidFact>,
+}
+
+/// Reads a reply like [`parse_extracted_facts`] but fact by fact: a fact that is invalid
+/// (an unknown category, a confidence out of range, a blank content…) is skipped and
+/// reported in [`ExtractedFacts::invalid`], so one bad fact does not cost the turn's
+/// others. A reply that is not the expected JSON object still fails as a whole
+/// ([`FactError::MalformedReply`]).
+pub fn read_extracted_facts(reply: &str) -> Result<ExtractedFacts, FactError> {
     let object = extract_json_object(reply)
         .ok_or_else(|| FactError::MalformedReply { reason: "the reply contains no JSON object".to_owned() })?;
     let value: Value = serde_json::from_str(object)
@@ -55,11 +91,20 @@ pub fn parse_extracted_facts(reply: &str) -> Result<Vec<ExtractedFact>, FactErro
         }
         None => return Err(FactError::MalformedReply { reason: "the JSON object has no `facts` member".to_owned() }),
     };
-    facts
-        .iter()
-        .enumerate()
-        .map(|(index, fact)| parse_fact(fact).map_err(|reason| FactError::InvalidExtractedFact { index, reason }))
-        .collect()
+    let mut read = ExtractedFacts::default();
+    for (index, fact) in facts.iter().enumerate() {
+        match parse_fact(fact) {
+            Ok(fact) => read.facts.push(fact),
+            Err(reason) => {
+                let reason = match reason.char_indices().nth(MAX_INVALID_REASON_CHARS) {
+                    Some((cut, _)) => format!("{}…", &reason[..cut]),
+                    None => reason,
+                };
+                read.invalid.push(InvalidFact { index, reason });
+            }
+        }
+    }
+    Ok(read)
 }
 
 /// One element of `facts`, or what is wrong with it.
@@ -176,6 +221,28 @@ mod tests {
             error_of(&json!({"facts": [{"content": "x", "category": "mood", "confidence": 0.5}]}).to_string())
                 .to_string();
         assert!(message.starts_with("invalid extracted fact 0: `category`: unknown fact category"), "{message}");
+    }
+
+    #[test]
+    fn read_skips_invalid_facts_and_keeps_the_rest() {
+        let reply = json!({"facts": [
+            {"content": "Likes Rust", "category": "preference", "confidence": 0.9},
+            {"content": "Is happy", "category": "mood", "confidence": 0.9},
+            {"content": "Works on billing", "category": "context", "confidence": 2},
+            {"content": "Wants a raise", "category": "goal", "confidence": 0.8},
+            {"content": "x", "category": "y".repeat(1_000), "confidence": 0.5},
+        ]})
+        .to_string();
+        let read = read_extracted_facts(&reply).unwrap();
+        let kept: Vec<&str> = read.facts.iter().map(|f| f.content.as_str()).collect();
+        assert_eq!(kept, ["Likes Rust", "Wants a raise"]);
+        let skipped: Vec<usize> = read.invalid.iter().map(|f| f.index).collect();
+        assert_eq!(skipped, [1, 2, 4]);
+        assert!(read.invalid[0].reason.contains("unknown fact category \"mood\""), "{:?}", read.invalid);
+        assert!(read.invalid[2].reason.chars().count() <= MAX_INVALID_REASON_CHARS + 1, "{:?}", read.invalid[2]);
+        // The strict reader still refuses the reply, naming the first bad fact.
+        assert!(matches!(parse_extracted_facts(&reply), Err(FactError::InvalidExtractedFact { index: 1, .. })));
+        assert!(matches!(read_extracted_facts("no json"), Err(FactError::MalformedReply { .. })));
     }
 
     #[test]

@@ -113,8 +113,9 @@ on_both_backends! {
     }
 }
 
-/// Fact categories: the six are stored; a reply with any other category is rejected as
-/// a whole (502), and nothing of it is stored.
+/// Fact categories: the six are stored; a fact with any other category is skipped and
+/// reported (index and why, not its text) while the turn's other facts are stored
+/// (defect 11: it used to reject the whole turn).
 #[tokio::test]
 async fn scn_fact_extraction_fact_categories() -> anyhow::Result<()> {
     let categories = ["preference", "knowledge", "context", "behavior", "goal", "correction"];
@@ -130,14 +131,22 @@ async fn scn_fact_extraction_fact_categories() -> anyhow::Result<()> {
     let got: Vec<&str> =
         accepted.body["facts"].as_array().expect("facts").iter().filter_map(|f| f["category"].as_str()).collect();
     assert_eq!(got, categories);
+    assert_eq!(accepted.body["skipped_invalid"], json!([]));
     assert_eq!(stored(&server).await?.len(), 6);
 
-    let rejected = server.post("/v1/facts/extract", &turn()).await?;
-    let message = rejected.expect_error(StatusCode::BAD_GATEWAY, "bad_gateway")?;
-    assert!(message.contains("unknown fact category \"mood\""), "{message}");
+    let partly = server.post("/v1/facts/extract", &turn()).await?;
+    partly.expect(StatusCode::OK)?;
+    let body = &partly.body;
+    let skipped = body["skipped_invalid"].as_array().expect("skipped_invalid");
+    assert_eq!(skipped.len(), 1, "{body}");
+    assert_eq!(skipped[0]["index"], 1, "{body}");
+    let reason = skipped[0]["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("unknown fact category \"mood\""), "{reason}");
+    assert!(!body.to_string().contains("User is happy"), "the invalid fact's text is not echoed: {body}");
     let contents: Vec<String> = stored(&server).await?.into_iter().map(|f| f.0).collect();
-    assert!(!contents.contains(&"User likes Rust".to_owned()), "the valid fact of a rejected reply was stored");
-    assert_eq!(contents.len(), 6);
+    assert!(contents.contains(&"User likes Rust".to_owned()), "the valid fact of the turn is stored");
+    assert!(!contents.contains(&"User is happy".to_owned()));
+    assert_eq!(contents.len(), 7);
     Ok(())
 }
 
@@ -189,7 +198,6 @@ async fn malformed_model_replies_are_502_and_store_nothing() -> anyhow::Result<(
         FakeReply::text("I found no facts, sorry."),
         FakeReply::text(r#"{"facts": [{"content": "cut off"#),
         FakeReply::text(r#"{"result": []}"#),
-        reply(&[fact("ok", "goal", 0.9), fact("too sure", "goal", 1.2)]),
         reply(&[fact("User uses tabs", "preference", 0.9)]).finish_length(),
         FakeReply::raw(200, "not the OpenAI wire format"),
     ];

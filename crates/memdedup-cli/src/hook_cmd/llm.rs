@@ -26,6 +26,8 @@ pub(crate) struct LlmCandidates {
     pub candidates: Vec<Candidate>,
     /// Requests sent.
     pub calls: usize,
+    /// Facts of the replies that were invalid (an unknown category…), skipped.
+    pub skipped_invalid: usize,
     /// What they cost.
     pub usage: TokenUsage,
 }
@@ -97,7 +99,9 @@ pub(crate) async fn extract(model: Arc<dyn ChatModel>, turns: Vec<ConversationTu
     per_turn.sort_by_key(|(index, _)| *index);
     let mut usage = TokenUsage::default();
     let mut all = Vec::new();
+    let mut skipped_invalid = 0;
     for (_, extraction) in per_turn {
+        skipped_invalid += extraction.skipped_invalid.len();
         usage.input_tokens = usage.input_tokens.saturating_add(extraction.usage.input_tokens);
         usage.output_tokens = usage.output_tokens.saturating_add(extraction.usage.output_tokens);
         all.extend(extraction.kept);
@@ -116,7 +120,7 @@ pub(crate) async fn extract(model: Arc<dyn ChatModel>, turns: Vec<ConversationTu
         })
         .collect();
     candidates.reverse();
-    Ok(LlmCandidates { candidates, calls, usage })
+    Ok(LlmCandidates { candidates, calls, skipped_invalid, usage })
 }
 
 /// What failed, in a few words, without the model's reply or the conversation.

@@ -68,6 +68,7 @@ pub(crate) fn json_report(run: &Run, elapsed: Duration) -> Value {
         "transcript": run.transcript,
         "analyser": run.analyser,
         "llm_calls": run.llm_calls,
+        "llm_skipped_invalid": run.llm_skipped_invalid,
         "analysis_ms": run.analysis_ms,
         "candidates": run.candidates,
         "results": results,
