@@ -319,7 +319,7 @@ pub(crate) async fn check_similar(
     let scope = scope_of(&state, request.namespace.as_deref(), &principal)?;
     check_text(&state, "content", &content)?;
     check_title(&state, "title", &title)?;
-    validate_subtype(&subtype)?;
+    let subtype = canonical_subtype(&subtype)?;
     let started = Instant::now();
     let Some((model, embedding)) = state.embed(&node_text(&title, &content)).await else {
         dedup_metrics::check_failed("semantic");
@@ -379,7 +379,7 @@ pub(crate) async fn create_node(
     let scope = scope_of(&state, request.namespace.as_deref(), &principal)?;
     check_title(&state, "content_title", &title)?;
     check_text(&state, "content_body", &body)?;
-    validate_subtype(&subtype)?;
+    let subtype = canonical_subtype(&subtype)?;
     // Credentials never reach the store (docs/SECRETS.md).
     let (title, body) = (redact(title), redact(body));
     let mut metadata = request.extra;
@@ -616,10 +616,11 @@ pub(crate) async fn list_nodes(
         Some(limit) => return Err(ApiError::bad_request(format!("limit {limit} is not in 1..={MAX_PAGE}"))),
     };
     let after = query.after.as_deref().map(parse_node_id).transpose()?;
+    let kind = query.subtype.as_deref().map(canonical_subtype).transpose()?;
     let filter = ListFilter {
         domain: Some(state.config().domain.clone()),
         namespace: query.namespace,
-        kind: query.subtype,
+        kind,
         lifecycle,
         include_deprecated: false,
         after,
@@ -1004,15 +1005,20 @@ pub(crate) fn check_text(state: &AppState, what: &str, text: &str) -> ApiResult<
     Ok(())
 }
 
-fn validate_subtype(subtype: &str) -> ApiResult<()> {
-    let valid = subtype.len() <= 64
+/// The subtype as stored and compared: seed 001 writes custom subtypes as
+/// `custom:<name>`, so a bare name (no `:`) means the same subtype and is stored with the
+/// prefix; `lesson` and `custom:lesson` are one subtype. 400 for an invalid name.
+fn canonical_subtype(subtype: &str) -> ApiResult<String> {
+    let canonical = if subtype.contains(':') { subtype.to_owned() } else { format!("custom:{subtype}") };
+    let valid = canonical.len() <= 64
         && subtype.starts_with(|c: char| c.is_ascii_alphanumeric())
         && subtype.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':'));
     if valid {
-        Ok(())
+        Ok(canonical)
     } else {
         Err(ApiError::bad_request(format!(
-            "invalid subtype {subtype:?}: 1-64 ASCII letters, digits, '_', '-', '.' or ':', starting with a letter or digit"
+            "invalid subtype {subtype:?}: 1-64 ASCII letters, digits, '_', '-', '.' or ':', starting with a letter or \
+             digit (a name without ':' is stored as custom:<name>)"
         )))
     }
 }

@@ -210,6 +210,32 @@ async fn create_duplicate_of_a_dormant_node_names_its_lifecycle() -> anyhow::Res
     Ok(())
 }
 
+/// Defect 11: `lesson` and `custom:lesson` are one subtype (stored as seed 001 writes
+/// it), so a repeat under the other spelling is a duplicate, not a second node.
+#[tokio::test]
+async fn defect_11_lesson_and_custom_lesson_are_one_subtype() -> anyhow::Result<()> {
+    let server = TestServer::start(Arc::new(TableEmbedder::new())).await?;
+    let first = server.create_node("custom:lesson", "Spelling", "A lesson written with the prefix").await?;
+    first.expect(StatusCode::CREATED)?;
+    let repeat = server.create_node("lesson", "Spelling", "A lesson written with the prefix").await?;
+    repeat.expect(StatusCode::OK)?;
+    assert_eq!(repeat.body["created"], false, "{}", repeat.body);
+
+    let bare = server.create_node("curiosity", "Weekends", "Why do weekends thin out?").await?;
+    bare.expect(StatusCode::CREATED)?;
+    assert_eq!(bare.body["subtype"], "custom:curiosity", "{}", bare.body);
+    let repeat = server.create_node("custom:curiosity", "Weekends", "Why do weekends thin out?").await?;
+    repeat.expect(StatusCode::OK)?;
+
+    for spelling in ["lesson", "custom:lesson"] {
+        let listed = server.get(&format!("/v1/nodes?subtype={spelling}")).await?;
+        listed.expect(StatusCode::OK)?;
+        assert_eq!(listed.body["data"].as_array().map(Vec::len), Some(1), "{spelling}: {}", listed.body);
+    }
+    assert_eq!(server.all_nodes().await?.len(), 2);
+    Ok(())
+}
+
 #[tokio::test]
 async fn create_curiosity_is_deduplicated_and_thesis_is_not() -> anyhow::Result<()> {
     let embedder = Arc::new(TableEmbedder::new());
