@@ -28,6 +28,12 @@ pub struct ServerConfig {
     /// Largest text field (a node's title or body, a fact's content) in bytes; longer
     /// ones get 400.
     pub max_text_bytes: usize,
+    /// Seconds a client has to send a request's headers once it starts one (default 10,
+    /// 1 to 3,600); a slower one is disconnected.
+    pub header_timeout_secs: u64,
+    /// Seconds a client has to send a whole request body once the handler reads it
+    /// (default 30, 1 to 3,600); a slower one gets 408.
+    pub body_timeout_secs: u64,
     /// Seed 001's nodes API.
     pub nodes: NodesConfig,
     /// Seed 002's fact memory.
@@ -42,6 +48,8 @@ impl Default for ServerConfig {
             tokens: Vec::new(),
             max_body_bytes: 1 << 20,
             max_text_bytes: 64 << 10,
+            header_timeout_secs: 10,
+            body_timeout_secs: 30,
             nodes: NodesConfig::default(),
             facts: FactsConfig::default(),
         }
@@ -155,6 +163,13 @@ impl ServerConfig {
         }
         if self.facts.max_facts == 0 {
             return bad("facts.max_facts", "must be at least 1".to_owned());
+        }
+        for (what, secs) in
+            [("header_timeout_secs", self.header_timeout_secs), ("body_timeout_secs", self.body_timeout_secs)]
+        {
+            if !(1..=3_600).contains(&secs) {
+                return bad(what, format!("{secs} is not in 1..=3600"));
+            }
         }
         if self.max_body_bytes < 1024 {
             return bad("max_body_bytes", format!("{} is below 1024", self.max_body_bytes));

@@ -184,6 +184,9 @@ impl From<dedup_llm::Error> for ApiError {
 
 impl From<JsonRejection> for ApiError {
     fn from(rejection: JsonRejection) -> ApiError {
+        if crate::deadline::is_body_deadline(&rejection) {
+            return ApiError::new(StatusCode::REQUEST_TIMEOUT, "request_timeout", rejection.body_text());
+        }
         let status = rejection.status();
         let code = match status {
             StatusCode::PAYLOAD_TOO_LARGE => "payload_too_large",

@@ -27,6 +27,7 @@
 
 mod auth;
 mod config;
+mod deadline;
 mod error;
 mod extract;
 mod fact_extraction;
@@ -41,6 +42,7 @@ use utoipa::OpenApi;
 
 pub use auth::Principal;
 pub use config::{DEFAULT_ADDR, FactsConfig, NodesConfig, ServerConfig, TOKEN_ENV_VAR, TokenConfig};
+pub use deadline::BodyDeadline;
 pub use error::{ApiError, ApiResult, Error, ErrorBody};
 pub use memory::{MemoryAddRequest, MemoryCheckRequest};
 pub use nodes::{CHECK_SIMILAR_REQUIRED, MAX_TITLE_BYTES, duplicate_message, node_id, node_text};

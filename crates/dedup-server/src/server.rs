@@ -3,6 +3,7 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
@@ -12,7 +13,12 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, patch, post};
 use axum::serve::ListenerExt;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto::Builder as ConnectionBuilder;
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
+use tower::ServiceExt;
 use tower_http::request_id::{MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
 
@@ -64,6 +70,7 @@ pub fn router_with(state: AppState, extra: Router<AppState>) -> Router {
             crate::ApiError::method_not_allowed("this route does not take that method")
         })
         .layer(DefaultBodyLimit::max(state.config().max_body_bytes))
+        .layer(middleware::from_fn_with_state(state.clone(), crate::deadline::limit_body_time))
         .route_layer(middleware::from_fn(ops::track))
         .layer(middleware::from_fn(limit_uri))
         .layer(
@@ -161,12 +168,39 @@ pub async fn serve_app(
     tracing::info!(addr = ?local, backend = state.store().backend(), "serving");
     // Without TCP_NODELAY an answer written after its headers (an MCP event stream) waits
     // for the client's delayed ACK: about 40 ms on every call.
-    let listener = listener.tap_io(|stream| {
+    let mut listener = listener.tap_io(|stream| {
         if let Err(error) = stream.set_nodelay(true) {
             tracing::debug!(%error, "cannot set TCP_NODELAY");
         }
     });
-    axum::serve(listener, app).with_graceful_shutdown(shutdown).await?;
+    // hyper's connection builder rather than `axum::serve`, for a header read timeout:
+    // a client that opens a request and never finishes its headers is disconnected.
+    let mut builder = ConnectionBuilder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_secs(state.config().header_timeout_secs));
+    builder.http2().timer(TokioTimer::new());
+    let connections = GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let (stream, _) = tokio::select! {
+            accepted = axum::serve::Listener::accept(&mut listener) => accepted,
+            () = &mut shutdown => break,
+        };
+        let service = app.clone().map_request(|request: Request<hyper::body::Incoming>| request.map(Body::new));
+        let connection =
+            builder.serve_connection_with_upgrades(TokioIo::new(stream), TowerToHyperService::new(service));
+        let connection = connections.watch(connection.into_owned());
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                tracing::debug!(%error, "connection closed with an error");
+            }
+        });
+    }
+    drop(listener);
+    // In-flight requests finish; idle connections close.
+    connections.shutdown().await;
     state.store().close().await;
     tracing::info!("stopped");
     Ok(())

@@ -48,4 +48,5 @@ mod memory;
 mod merged_nodes;
 mod seed_001_edge_cases;
 mod service;
+mod slow_clients;
 mod support;
