@@ -54,7 +54,8 @@ async fn mcp_http_bearer_tokens_refuse_strangers_and_limit_namespaces() {
 
     for token in [None, Some("wrong-token-9999"), Some("")] {
         let error = http_client(&url, token).await.err().unwrap_or_else(|| panic!("{token:?} was let in"));
-        assert!(error.contains("401"), "{token:?}: {error}");
+        // The SDK reads a 401 with `WWW-Authenticate: Bearer` as "Auth required".
+        assert!(error.contains("401") || error.contains("Auth required"), "{token:?}: {error}");
     }
 
     // The unlimited token: check, add, exact duplicate, paraphrase, as over stdio.
@@ -361,4 +362,75 @@ async fn mcp_http_each_request_is_limited_by_its_own_token_not_the_sessions() {
     }
     let (status, _, reply) = post_raw(&url, Some(ADMIN_TOKEN), Some(&session), add(5)).await;
     assert_eq!((status, &reply["result"]["structuredContent"]["check"]["reason"]), (200, &json!("ExactMatch")));
+}
+
+/// Defect 8: `/mcp` answers HTTP-level errors as the REST routes do, with the JSON error
+/// body: malformed JSON 400 (not 415), a body over `max_body_bytes` 413, a missing
+/// content type 415; a 401 names the scheme (`WWW-Authenticate: Bearer`); ending a
+/// session answers 204.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn defect_8_mcp_http_errors_are_json_and_ending_a_session_is_204() {
+    let (dir, db) = sqlite_db();
+    let config = dir.path().join("memdedup.toml");
+    std::fs::write(
+        &config,
+        format!("[server]\nmax_body_bytes = 4096\n\n[[server.tokens]]\ntoken = \"{ADMIN_TOKEN}\"\n"),
+    )
+    .expect("write memdedup.toml");
+    let config = config.display().to_string();
+    let server = HttpServer::start(&["--config", &config, "--db", &db, "serve", "--addr", "127.0.0.1:0"], &[]);
+    let url = server.mcp_url();
+    let http = reqwest::Client::new();
+    let post = |body: &'static str, content_type: Option<&'static str>| {
+        let mut request =
+            http.post(&url).bearer_auth(ADMIN_TOKEN).header("accept", "application/json, text/event-stream").body(body);
+        if let Some(content_type) = content_type {
+            request = request.header("content-type", content_type);
+        }
+        request
+    };
+    let json_error = |response: reqwest::Response| async move {
+        let status = response.status().as_u16();
+        let content_type = response.headers().get("content-type").and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let body: Value = response.json().await.unwrap_or(Value::Null);
+        assert_eq!(content_type.as_deref(), Some("application/json"), "{status} {body}");
+        (status, body)
+    };
+
+    let (status, body) =
+        json_error(post("{\"jsonrpc\": \"2.0\", \"id\": 1,", Some("application/json")).send().await.unwrap()).await;
+    assert_eq!((status, &body["code"]), (400, &json!("invalid_request")), "{body}");
+    assert!(body["error"].as_str().is_some_and(|e| e.starts_with("invalid JSON body")), "{body}");
+
+    let big: &'static str = Box::leak(format!("{{\"pad\": \"{}\"}}", "x".repeat(8_000)).into_boxed_str());
+    let (status, body) = json_error(post(big, Some("application/json")).send().await.unwrap()).await;
+    assert_eq!((status, &body["code"]), (413, &json!("payload_too_large")), "{body}");
+    assert!(body["error"].as_str().is_some_and(|e| e.contains("4096")), "{body}");
+
+    let (status, body) = json_error(post("{}", None).send().await.unwrap()).await;
+    assert_eq!((status, &body["code"]), (415, &json!("unsupported_media_type")), "{body}");
+
+    let response = http.post(&url).header("content-type", "application/json").body("{}").send().await.unwrap();
+    assert_eq!(
+        response.headers().get("www-authenticate").and_then(|v| v.to_str().ok()),
+        Some("Bearer realm=\"memdedup\"")
+    );
+    let (status, body) = json_error(response).await;
+    assert_eq!((status, &body["code"]), (401, &json!("unauthorized")), "{body}");
+
+    // A session, then its end.
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let (status, session, _) = post_raw(&url, Some(ADMIN_TOKEN), None, initialize).await;
+    assert_eq!(status, 200);
+    let session = session.expect("a session id");
+    let ended = http
+        .delete(&url)
+        .bearer_auth(ADMIN_TOKEN)
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-06-18")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ended.status().as_u16(), 204);
 }

@@ -50,7 +50,8 @@ fn client_script() -> PathBuf {
 }
 
 /// Runs the client script with `args` and parses what it printed.
-fn run_client(args: &[&str]) -> Value {
+/// The client's JSON report and its stderr.
+fn run_client(args: &[&str]) -> (Value, String) {
     let output = Command::new(python())
         .arg(client_script())
         .args(args)
@@ -64,7 +65,9 @@ fn run_client(args: &[&str]) -> Value {
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "the python client failed ({}):\n{stdout}\n{stderr}", output.status);
-    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("the client printed no JSON ({e}):\n{stdout}"))
+    let report =
+        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("the client printed no JSON ({e}):\n{stdout}"));
+    (report, stderr.into_owned())
 }
 
 /// What every transport must show: the tools, then check → add → duplicate → search →
@@ -119,7 +122,7 @@ fn python_sdk_client_round_trip_over_stdio() {
     // The round trip pins the cosine judge (its restated rule is a paraphrase the learned
     // judge would refuse).
     let (_config_dir, config) = temp_file("memdedup.toml", b"[dedup]\njudge = \"cosine\"\n");
-    let out = run_client(&["stdio", binary.to_str().unwrap(), &db, config.to_str().unwrap()]);
+    let (out, _) = run_client(&["stdio", binary.to_str().unwrap(), &db, config.to_str().unwrap()]);
     assert_round_trip(&out);
 }
 
@@ -132,8 +135,10 @@ fn python_sdk_client_round_trip_over_http_with_a_token() {
     );
     let server = Server::start(&["--config", config.to_str().unwrap(), "--db", &db, "serve"], &[]);
     let url = server.url("/mcp");
-    let out = run_client(&["http", &url, "python-client-token-1"]);
+    let (out, client_stderr) = run_client(&["http", &url, "python-client-token-1"]);
     assert_round_trip(&out);
+    // Defect 8: ending the session answers 204, which the SDK takes as success.
+    assert!(!client_stderr.contains("Session termination failed"), "{client_stderr}");
     let (status, stderr) = server.stop("TERM");
     assert!(status.success(), "the server stops cleanly with MCP sessions open: {status}\n{stderr}");
     for text in ["Update the project documentation", "Keep the documentation current"] {

@@ -5,8 +5,9 @@
 //! assisted dedup, the chat model of fact extraction). It serves
 //! - **stdio** with [`serve_stdio`]: what an agent's configuration launches
 //!   (`memdedup mcp`);
-//! - **streamable HTTP** with [`http_service`]: a tower service that `memdedup serve`
-//!   mounts at `/mcp`, behind the bearer-token middleware of `dedup-server`. A token
+//! - **streamable HTTP** with [`http_router`]: the route `/mcp` ([`http_service`], the
+//!   SDK's tower service, with the server's JSON errors) that `memdedup serve` merges
+//!   into its routes, behind the bearer-token middleware of `dedup-server`. A token
 //!   limited to some namespaces (a [`Principal`]) limits every tool the same way.
 //!
 //! The tools: `memory_check`, `memory_add`, `memory_search`, `memory_get`, `dedup_scan`,
@@ -24,6 +25,7 @@ mod access;
 mod args;
 mod context;
 mod error;
+mod http;
 mod memory_tools;
 mod ops_tools;
 mod reply;
@@ -36,5 +38,6 @@ pub use args::{
 pub use context::McpContext;
 pub use dedup_server::Principal;
 pub use error::{Error, Result};
+pub use http::http_router;
 pub use server::{MAX_SEARCH_RESULTS, MemdedupMcp, TOOL_NAMES, http_service, serve_stdio};
 pub use tokio_util::sync::CancellationToken;

@@ -60,6 +60,29 @@ pub struct ApiError {
 }
 
 impl ApiError {
+    /// An error of any status with the code this API uses for it (`invalid_request` for
+    /// 400, `payload_too_large` for 413, …; `error` for a status without one of its own):
+    /// for wrapping another service's plain-text errors.
+    pub fn from_status(status: StatusCode, message: impl Into<String>) -> ApiError {
+        let code = match status {
+            StatusCode::BAD_REQUEST | StatusCode::UNPROCESSABLE_ENTITY => "invalid_request",
+            StatusCode::UNAUTHORIZED => "unauthorized",
+            StatusCode::FORBIDDEN => "forbidden",
+            StatusCode::NOT_FOUND => "not_found",
+            StatusCode::METHOD_NOT_ALLOWED => "method_not_allowed",
+            StatusCode::NOT_ACCEPTABLE => "not_acceptable",
+            StatusCode::REQUEST_TIMEOUT => "request_timeout",
+            StatusCode::CONFLICT => "conflict",
+            StatusCode::PAYLOAD_TOO_LARGE => "payload_too_large",
+            StatusCode::URI_TOO_LONG => "uri_too_long",
+            StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
+            StatusCode::SERVICE_UNAVAILABLE => "unavailable",
+            StatusCode::INTERNAL_SERVER_ERROR => "internal",
+            _ => "error",
+        };
+        ApiError::new(status, code, message)
+    }
+
     /// 400: the request is malformed or invalid.
     pub fn bad_request(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", message)
@@ -143,8 +166,17 @@ impl IntoResponse for ApiError {
         if self.status.is_server_error() {
             tracing::warn!(status = self.status.as_u16(), error = %self.message, "request failed");
         }
-        (self.status, Json(ErrorBody { error: self.message, code: self.code, merged_into: self.merged_into }))
-            .into_response()
+        let mut response =
+            (self.status, Json(ErrorBody { error: self.message, code: self.code, merged_into: self.merged_into }))
+                .into_response();
+        if self.status == StatusCode::UNAUTHORIZED {
+            // RFC 6750: a 401 names the scheme the client must use.
+            response.headers_mut().insert(
+                axum::http::header::WWW_AUTHENTICATE,
+                axum::http::HeaderValue::from_static("Bearer realm=\"memdedup\""),
+            );
+        }
+        response
     }
 }
 

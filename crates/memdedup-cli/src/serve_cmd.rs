@@ -95,8 +95,8 @@ pub(crate) async fn run(global: &GlobalArgs, args: &ServeArgs) -> Result<()> {
     // event streams.
     let sessions = CancellationToken::new();
     // `/mcp` bounds request bodies as the REST routes do (`max_body_bytes`).
-    let mcp = dedup_mcp::http_service(Arc::new(mcp), sessions.clone(), any_host, state.config().max_body_bytes);
-    let app = dedup_server::router_with(state.clone(), axum::Router::new().nest_service("/mcp", mcp));
+    let mcp = dedup_mcp::http_router(Arc::new(mcp), sessions.clone(), any_host, state.config().max_body_bytes);
+    let app = dedup_server::router_with(state.clone(), mcp);
     let shutdown = async move {
         dedup_server::shutdown_signal().await;
         sessions.cancel();
