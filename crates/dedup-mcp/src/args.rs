@@ -16,11 +16,13 @@ use serde::de::DeserializeOwned;
 
 use crate::reply::ToolError;
 
-/// A tool's arguments: rmcp's `Parameters`, except that a member of the wrong type is
-/// named in the error (`` `limit`: invalid type: string "x", expected u32 ``), not only
-/// its type. The `#[tool]` macro takes the input schema from the argument type named
-/// `Parameters`, so the schema is `T`'s.
-pub(crate) struct Parameters<T>(pub(crate) T);
+/// A tool's arguments: rmcp's `Parameters`, except that arguments that cannot be read
+/// (a member of the wrong type, an unknown or a missing one) are not a protocol error but
+/// the tool's own error, [`ToolError::InvalidArgument`] naming the member (`` `limit`:
+/// invalid type: string "x", expected u32 ``), so the reply has the structured content of
+/// every tool error. The `#[tool]` macro takes the input schema from the argument type
+/// named `Parameters`, so the schema is `T`'s.
+pub(crate) struct Parameters<T>(pub(crate) Result<T, ToolError>);
 
 impl<T: JsonSchema> JsonSchema for Parameters<T> {
     fn schema_name() -> Cow<'static, str> {
@@ -28,19 +30,43 @@ impl<T: JsonSchema> JsonSchema for Parameters<T> {
     }
 
     fn json_schema(generator: &mut SchemaGenerator) -> Schema {
-        T::json_schema(generator)
+        let mut schema = T::json_schema(generator);
+        plain_optionals(&mut schema);
+        schema
+    }
+}
+
+/// Types an optional argument by what it holds when given (`"integer"`) rather than as a
+/// union with null (`["integer", "null"]`, `"default": null`): optional is already said
+/// by `required`, and clients that build forms or convert command-line values from the
+/// schema (the MCP Inspector among them) take a union for text. Null stays accepted.
+fn plain_optionals(schema: &mut Schema) {
+    let Some(properties) = schema.get_mut("properties").and_then(|p| p.as_object_mut()) else { return };
+    for property in properties.values_mut() {
+        let Some(property) = property.as_object_mut() else { continue };
+        let single = match property.get("type").and_then(|t| t.as_array()) {
+            Some(types) if types.len() == 2 && types.iter().any(|t| t == "null") => {
+                types.iter().find(|t| *t != "null").cloned()
+            }
+            _ => None,
+        };
+        if let Some(single) = single {
+            property.insert("type".to_owned(), single);
+            if property.get("default").is_some_and(serde_json::Value::is_null) {
+                property.remove("default");
+            }
+        }
     }
 }
 
 impl<S, T: DeserializeOwned> FromContextPart<ToolCallContext<'_, S>> for Parameters<T> {
     fn from_context_part(context: &mut ToolCallContext<'_, S>) -> Result<Self, ErrorData> {
         let arguments = serde_json::Value::Object(context.arguments.take().unwrap_or_default());
-        serde_path_to_error::deserialize(arguments).map(Parameters).map_err(|error| {
+        Ok(Parameters(serde_path_to_error::deserialize(arguments).map_err(|error| {
             let path = error.path().to_string();
             let member = if path == "." { String::new() } else { format!("`{path}`: ") };
-            // rmcp turns an invalid-params error with this prefix into a tool error.
-            ErrorData::invalid_params(format!("failed to deserialize parameters: {member}{}", error.into_inner()), None)
-        })
+            ToolError::InvalidArgument(format!("{member}{}", error.into_inner()))
+        })))
     }
 }
 
@@ -122,9 +148,40 @@ pub struct MemorySearchArgs {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MemoryGetArgs {
-    /// The memory's id (`42`) or URN (`memdedup://global/decisions/42`). A memory merged
-    /// into another leads to the one it was merged into.
+    /// The memory's id (`42`, as a string or a number: `memory_add` returns `stored` as a
+    /// number) or URN (`memdedup://global/decisions/42`). A memory merged into another
+    /// leads to the one it was merged into.
+    #[serde(deserialize_with = "id_text")]
     pub id: String,
+}
+
+/// A memory id given as a string or as a non-negative integer, as text.
+fn id_text<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
+    struct IdText;
+
+    impl serde::de::Visitor<'_> for IdText {
+        type Value = String;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a memory id (a string or a non-negative integer) or a memdedup:// URN")
+        }
+
+        fn visit_str<E: serde::de::Error>(self, value: &str) -> Result<String, E> {
+            Ok(value.to_owned())
+        }
+
+        fn visit_u64<E: serde::de::Error>(self, value: u64) -> Result<String, E> {
+            Ok(value.to_string())
+        }
+
+        fn visit_i64<E: serde::de::Error>(self, value: i64) -> Result<String, E> {
+            u64::try_from(value)
+                .map(|v| v.to_string())
+                .map_err(|_| E::invalid_value(serde::de::Unexpected::Signed(value), &self))
+        }
+    }
+
+    deserializer.deserialize_any(IdText)
 }
 
 /// Arguments of `dedup_scan` and `dedup_run`.

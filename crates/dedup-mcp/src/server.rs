@@ -87,6 +87,10 @@ impl MemdedupMcp {
         Parameters(args): Parameters<MemoryCheckArgs>,
         request: RequestContext<RoleServer>,
     ) -> CallToolResult {
+        let args = match args {
+            Ok(args) => args,
+            Err(error) => return into_call_result(Err(error)),
+        };
         into_call_result(memory_tools::check(&self.context, &Access::of(&request), args).await)
     }
 
@@ -104,6 +108,10 @@ impl MemdedupMcp {
         Parameters(args): Parameters<MemoryAddArgs>,
         request: RequestContext<RoleServer>,
     ) -> CallToolResult {
+        let args = match args {
+            Ok(args) => args,
+            Err(error) => return into_call_result(Err(error)),
+        };
         into_call_result(memory_tools::add(&self.context, &Access::of(&request), args).await)
     }
 
@@ -118,6 +126,10 @@ impl MemdedupMcp {
         Parameters(args): Parameters<MemorySearchArgs>,
         request: RequestContext<RoleServer>,
     ) -> CallToolResult {
+        let args = match args {
+            Ok(args) => args,
+            Err(error) => return into_call_result(Err(error)),
+        };
         into_call_result(memory_tools::search(&self.context, &Access::of(&request), args).await)
     }
 
@@ -132,6 +144,10 @@ impl MemdedupMcp {
         Parameters(args): Parameters<MemoryGetArgs>,
         request: RequestContext<RoleServer>,
     ) -> CallToolResult {
+        let args = match args {
+            Ok(args) => args,
+            Err(error) => return into_call_result(Err(error)),
+        };
         into_call_result(memory_tools::get(&self.context, &Access::of(&request), args).await)
     }
 
@@ -147,6 +163,10 @@ impl MemdedupMcp {
         Parameters(args): Parameters<DedupArgs>,
         request: RequestContext<RoleServer>,
     ) -> CallToolResult {
+        let args = match args {
+            Ok(args) => args,
+            Err(error) => return into_call_result(Err(error)),
+        };
         into_call_result(ops_tools::dedup(&self.context, &Access::of(&request), args, true).await)
     }
 
@@ -162,6 +182,10 @@ impl MemdedupMcp {
         Parameters(args): Parameters<DedupArgs>,
         request: RequestContext<RoleServer>,
     ) -> CallToolResult {
+        let args = match args {
+            Ok(args) => args,
+            Err(error) => return into_call_result(Err(error)),
+        };
         into_call_result(ops_tools::dedup(&self.context, &Access::of(&request), args, false).await)
     }
 
@@ -176,6 +200,10 @@ impl MemdedupMcp {
         Parameters(args): Parameters<MergesListArgs>,
         request: RequestContext<RoleServer>,
     ) -> CallToolResult {
+        let args = match args {
+            Ok(args) => args,
+            Err(error) => return into_call_result(Err(error)),
+        };
         into_call_result(ops_tools::merges(&self.context, &Access::of(&request), args).await)
     }
 
@@ -196,6 +224,10 @@ impl MemdedupMcp {
         Parameters(args): Parameters<MergeUndoArgs>,
         request: RequestContext<RoleServer>,
     ) -> CallToolResult {
+        let args = match args {
+            Ok(args) => args,
+            Err(error) => return into_call_result(Err(error)),
+        };
         into_call_result(ops_tools::undo(&self.context, &Access::of(&request), args).await)
     }
 
@@ -212,6 +244,10 @@ impl MemdedupMcp {
         Parameters(args): Parameters<FactsAddArgs>,
         request: RequestContext<RoleServer>,
     ) -> CallToolResult {
+        let args = match args {
+            Ok(args) => args,
+            Err(error) => return into_call_result(Err(error)),
+        };
         into_call_result(ops_tools::facts_add(&self.context, &Access::of(&request), args).await)
     }
 
@@ -226,6 +262,10 @@ impl MemdedupMcp {
         Parameters(args): Parameters<FactsContextArgs>,
         request: RequestContext<RoleServer>,
     ) -> CallToolResult {
+        let args = match args {
+            Ok(args) => args,
+            Err(error) => return into_call_result(Err(error)),
+        };
         into_call_result(ops_tools::facts_context(&self.context, &Access::of(&request), args).await)
     }
 
@@ -241,6 +281,10 @@ impl MemdedupMcp {
         Parameters(args): Parameters<FactsExtractArgs>,
         request: RequestContext<RoleServer>,
     ) -> CallToolResult {
+        let args = match args {
+            Ok(args) => args,
+            Err(error) => return into_call_result(Err(error)),
+        };
         into_call_result(ops_tools::facts_extract(&self.context, &Access::of(&request), args).await)
     }
 }
