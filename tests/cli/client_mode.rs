@@ -304,7 +304,26 @@ fn client_mode_reads_no_reply_over_a_mebibyte_and_works_locally() {
     let db = dir.path().join("memory.db").display().to_string();
     let (out, err, code) = run(&db, Some(&url), &[], &["check", "Use tabs in Makefiles."], "");
     assert_eq!((code, out.as_str()), (0, "unique in global/default\n"), "{err}");
-    assert!(err.contains("answered /v1/memory/check with more than 1048576 bytes; checking locally"), "{err}");
+    assert!(
+        err.contains("answered /v1/memory/check with more than 1048576 bytes (client.max_reply_bytes); checking locally"),
+        "{err}"
+    );
+}
+
+/// Defect 4: the reply cap is a setting (`[client] max_reply_bytes`).
+#[test]
+fn defect_4_client_mode_reply_cap_is_configurable() {
+    let body = format!("{{\"error\":\"{}\"}}", "x".repeat(4096));
+    let (url, _) = fake_server(json_reply("500 Internal Server Error", &body));
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let db = dir.path().join("memory.db").display().to_string();
+    let config = dir.path().join("memdedup.toml");
+    std::fs::write(&config, "[dedup]\njudge = \"cosine\"\n\n[client]\nmax_reply_bytes = 2048\n").expect("config");
+    let config = config.display().to_string();
+    let (out, err, code) =
+        run(&db, Some(&url), &[("MEMDEDUP_CONFIG", config.as_str())], &["check", "Use tabs in Makefiles."], "");
+    assert_eq!((code, out.as_str()), (0, "unique in global/default\n"), "{err}");
+    assert!(err.contains("with more than 2048 bytes (client.max_reply_bytes); checking locally"), "{err}");
 }
 
 #[test]

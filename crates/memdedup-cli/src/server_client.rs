@@ -19,10 +19,6 @@ pub(crate) enum ServerError {
     Refused(String),
 }
 
-/// Most bytes of one reply read from the server (a check or add result is a few KiB); a
-/// longer reply makes the server unavailable for the call.
-const MAX_REPLY_BYTES: usize = 1 << 20;
-
 /// A client of one `memdedup serve`.
 pub(crate) struct ServerClient {
     http: reqwest::Client,
@@ -90,13 +86,16 @@ impl ServerClient {
         };
         let mut response = request.send().await.map_err(failed)?;
         let status = response.status();
-        let too_long = || ServerError::Unavailable(format!("answered {route} with more than {MAX_REPLY_BYTES} bytes"));
-        if response.content_length().is_some_and(|n| n > MAX_REPLY_BYTES as u64) {
+        let max = self.settings.max_reply_bytes;
+        let too_long = || {
+            ServerError::Unavailable(format!("answered {route} with more than {max} bytes (client.max_reply_bytes)"))
+        };
+        if response.content_length().is_some_and(|n| n > max as u64) {
             return Err(too_long());
         }
         let mut bytes = Vec::new();
         while let Some(chunk) = response.chunk().await.map_err(failed)? {
-            if bytes.len() + chunk.len() > MAX_REPLY_BYTES {
+            if bytes.len() + chunk.len() > max {
                 return Err(too_long());
             }
             bytes.extend_from_slice(&chunk);

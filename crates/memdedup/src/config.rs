@@ -24,7 +24,7 @@ const STORE_KEYS: [&str; 2] = ["db", "index_memory_mb"];
 /// The keys of `[embedder]`.
 const EMBEDDER_KEYS: [&str; 6] = ["kind", "model_dir", "base_url", "model", "dimensions", "api_key_env"];
 /// The keys of `[client]`.
-const CLIENT_KEYS: [&str; 3] = ["url", "timeout_ms", "token_env"];
+const CLIENT_KEYS: [&str; 4] = ["url", "timeout_ms", "token_env", "max_reply_bytes"];
 
 /// The environment variable naming the `memdedup serve` that `check`, `add`, `capture`
 /// and `hook pre-compact` ask; it overrides `[client] url`, and empty turns client mode off.
@@ -38,6 +38,11 @@ pub const CLIENT_TOKEN_ENV_VAR: &str = "MEMDEDUP_API_TOKEN";
 pub const DEFAULT_CLIENT_TIMEOUT_MS: u64 = 500;
 /// The longest `[client] timeout_ms` accepted.
 const MAX_CLIENT_TIMEOUT_MS: u64 = 60_000;
+/// The most bytes of one server reply client mode reads unless `[client] max_reply_bytes`
+/// says otherwise: a check or add result is a few KiB.
+pub const DEFAULT_CLIENT_MAX_REPLY_BYTES: usize = 1 << 20;
+/// The range `[client] max_reply_bytes` accepts (1 KiB to 64 MiB).
+const CLIENT_MAX_REPLY_RANGE: std::ops::RangeInclusive<i64> = 1024..=(64 << 20);
 
 /// Where `check`, `add`, `capture` and `hook pre-compact` send their work (`[client]`
 /// and [`SERVER_URL_ENV_VAR`]). Invariant: `url` starts with `http://` or `https://` and
@@ -50,6 +55,9 @@ pub struct ClientSettings {
     pub timeout: Duration,
     /// The environment variable holding the bearer token ([`CLIENT_TOKEN_ENV_VAR`] unless set).
     pub token_env: String,
+    /// The most bytes of one reply read; a longer reply makes the server unavailable for
+    /// the call ([`DEFAULT_CLIENT_MAX_REPLY_BYTES`] unless set).
+    pub max_reply_bytes: usize,
 }
 
 /// The embedder `[embedder]` selects.
@@ -108,6 +116,7 @@ pub enum EmbedderSettings {
 /// url = "http://127.0.0.1:3100"
 /// timeout_ms = 500
 /// token_env = "MEMDEDUP_API_TOKEN"
+/// max_reply_bytes = 1048576     # a longer reply: the server is unavailable for the call
 ///
 /// [server]                      # memdedup serve; see docs/HTTP.md
 /// addr = "127.0.0.1:3100"
@@ -303,6 +312,17 @@ impl ConfigFile {
                 )));
             }
         };
+        let max_reply_bytes = match self.table.get("client").and_then(|t| t.get("max_reply_bytes")) {
+            None => DEFAULT_CLIENT_MAX_REPLY_BYTES,
+            Some(toml::Value::Integer(n)) if CLIENT_MAX_REPLY_RANGE.contains(n) => *n as usize,
+            Some(other) => {
+                return Err(self.error(format!(
+                    "`client.max_reply_bytes` must be an integer from {} to {}, not {other}",
+                    CLIENT_MAX_REPLY_RANGE.start(),
+                    CLIENT_MAX_REPLY_RANGE.end()
+                )));
+            }
+        };
         let token_env = match self.string("client", "token_env")? {
             Some(name) if name.trim().is_empty() || name.contains('=') => {
                 return Err(self.error(format!("`client.token_env` {name:?} is not an environment variable name")));
@@ -325,7 +345,7 @@ impl ConfigFile {
                 None => return Ok(None),
             },
         };
-        Ok(Some(ClientSettings { url, timeout: Duration::from_millis(timeout_ms), token_env }))
+        Ok(Some(ClientSettings { url, timeout: Duration::from_millis(timeout_ms), token_env, max_reply_bytes }))
     }
 
     /// Where this configuration came from, for error messages.
@@ -497,6 +517,7 @@ mod tests {
                 url: "http://127.0.0.1:9".to_owned(),
                 timeout: Duration::from_millis(DEFAULT_CLIENT_TIMEOUT_MS),
                 token_env: CLIENT_TOKEN_ENV_VAR.to_owned(),
+                max_reply_bytes: DEFAULT_CLIENT_MAX_REPLY_BYTES,
             }
         );
         let config =
@@ -515,6 +536,7 @@ mod tests {
             ("[client]\nurl = \"localhost:3100\"\n", "`client.url` \"localhost:3100\" is not an http"),
             ("[client]\ntimeout_ms = 0\n", "`client.timeout_ms` must be an integer from 1 to 60000"),
             ("[client]\ntimeout_ms = \"1s\"\n", "`client.timeout_ms` must be an integer"),
+            ("[client]\nmax_reply_bytes = 10\n", "`client.max_reply_bytes` must be an integer from 1024 to 67108864"),
             ("[client]\ntoken_env = \"\"\n", "`client.token_env` \"\" is not"),
             ("[client]\ntoken = \"secret\"\n", "unknown key `client.token`"),
         ] {
