@@ -305,7 +305,9 @@ fn client_mode_reads_no_reply_over_a_mebibyte_and_works_locally() {
     let (out, err, code) = run(&db, Some(&url), &[], &["check", "Use tabs in Makefiles."], "");
     assert_eq!((code, out.as_str()), (0, "unique in global/default\n"), "{err}");
     assert!(
-        err.contains("answered /v1/memory/check with more than 1048576 bytes (client.max_reply_bytes); checking locally"),
+        err.contains(
+            "answered /v1/memory/check with more than 1048576 bytes (client.max_reply_bytes); checking locally"
+        ),
         "{err}"
     );
 }

@@ -262,9 +262,14 @@ impl OpenAiEmbedder {
             StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE => retry_after(response.headers()),
             _ => None,
         };
-        let body = response.bytes().await.map_err(|e| self.transport_failure(e))?;
+        let body = read_capped(response).await.map_err(|e| match e {
+            Some(error) => self.transport_failure(error),
+            None => Attempt::Fatal(Error::Malformed(format!(
+                "the embeddings reply is over {MAX_REPLY_BYTES} bytes, far more than any batch needs"
+            ))),
+        })?;
         if status.is_success() {
-            return Ok(body.to_vec());
+            return Ok(body);
         }
         let message = api_error_message(&body, status.canonical_reason());
         if status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error() {
@@ -425,4 +430,23 @@ fn redact_url_password(url: &str) -> String {
         }
         _ => url.to_owned(),
     }
+}
+
+/// The most bytes of one embeddings reply read: 64 texts of 3,072 dimensions written as
+/// JSON floats are about 5 MB, so 64 MiB only stops a broken or hostile server.
+const MAX_REPLY_BYTES: usize = 64 << 20;
+
+/// The body of `response`, or `None` as the error when it is over [`MAX_REPLY_BYTES`].
+async fn read_capped(mut response: reqwest::Response) -> Result<Vec<u8>, Option<reqwest::Error>> {
+    if response.content_length().is_some_and(|n| n > MAX_REPLY_BYTES as u64) {
+        return Err(None);
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(Some)? {
+        if body.len() + chunk.len() > MAX_REPLY_BYTES {
+            return Err(None);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
 }

@@ -31,6 +31,9 @@ pub struct AnthropicChatConfig {
     /// Retries of throttled (429), failing or overloaded (5xx, 529), timed-out and
     /// unreachable attempts.
     pub retry: RetryPolicy,
+    /// The most bytes of one reply read; a longer reply fails the call as malformed
+    /// (not retried). Default [`DEFAULT_MAX_REPLY_BYTES`](crate::DEFAULT_MAX_REPLY_BYTES).
+    pub max_reply_bytes: usize,
 }
 
 impl AnthropicChatConfig {
@@ -51,6 +54,7 @@ impl AnthropicChatConfig {
             anthropic_version: AnthropicChatConfig::DEFAULT_VERSION.to_owned(),
             timeout: AnthropicChatConfig::DEFAULT_TIMEOUT,
             retry: RetryPolicy::default(),
+            max_reply_bytes: crate::DEFAULT_MAX_REPLY_BYTES,
         }
     }
 }
@@ -64,6 +68,7 @@ impl fmt::Debug for AnthropicChatConfig {
             .field("anthropic_version", &self.anthropic_version)
             .field("timeout", &self.timeout)
             .field("retry", &self.retry)
+            .field("max_reply_bytes", &self.max_reply_bytes)
             .finish()
     }
 }
@@ -102,6 +107,7 @@ impl AnthropicChat {
             model: &config.model,
             timeout: config.timeout,
             retry: config.retry,
+            max_reply_bytes: config.max_reply_bytes,
             headers,
             secret: Some(&config.api_key),
         })?;

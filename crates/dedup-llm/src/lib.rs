@@ -38,6 +38,11 @@ pub use extraction::{
 };
 pub use openai::{OpenAiChat, OpenAiChatConfig};
 
+/// The most bytes of one chat reply read unless a client's `max_reply_bytes` says
+/// otherwise: a judge's or an extraction's reply is a few KiB, so 4 MiB only stops a
+/// broken or hostile server from filling memory.
+pub const DEFAULT_MAX_REPLY_BYTES: usize = 4 << 20;
+
 /// The API key variable shared by every provider; it wins over the provider's own.
 pub const JUDGE_API_KEY_ENV_VAR: &str = "MEMDEDUP_JUDGE_API_KEY";
 /// The OpenAI key variable, read for provider `"openai"`.

@@ -29,6 +29,9 @@ pub struct OpenAiChatConfig {
     pub timeout: Duration,
     /// Retries of throttled (429), failing (5xx), timed-out and unreachable attempts.
     pub retry: RetryPolicy,
+    /// The most bytes of one reply read; a longer reply fails the call as malformed
+    /// (not retried). Default [`DEFAULT_MAX_REPLY_BYTES`](crate::DEFAULT_MAX_REPLY_BYTES).
+    pub max_reply_bytes: usize,
     /// Send a request's [`ChatRequest::json_schema`] as a strict `json_schema` response
     /// format, for servers that enforce it (OpenAI, recent vLLM, llama.cpp, LM Studio,
     /// Ollama). Off by default: then the schema is not sent and the prompt alone asks for
@@ -51,6 +54,7 @@ impl OpenAiChatConfig {
             api_key: None,
             timeout: OpenAiChatConfig::DEFAULT_TIMEOUT,
             retry: RetryPolicy::default(),
+            max_reply_bytes: crate::DEFAULT_MAX_REPLY_BYTES,
             structured_output: false,
         }
     }
@@ -64,6 +68,7 @@ impl fmt::Debug for OpenAiChatConfig {
             .field("api_key", &self.api_key.as_ref().map(|_| REDACTED))
             .field("timeout", &self.timeout)
             .field("retry", &self.retry)
+            .field("max_reply_bytes", &self.max_reply_bytes)
             .field("structured_output", &self.structured_output)
             .finish()
     }
@@ -96,6 +101,7 @@ impl OpenAiChat {
             model: &config.model,
             timeout: config.timeout,
             retry: config.retry,
+            max_reply_bytes: config.max_reply_bytes,
             headers,
             secret: api_key,
         })?;

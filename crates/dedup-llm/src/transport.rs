@@ -21,6 +21,8 @@ pub(crate) struct Transport {
     /// Sent with every request; secret values are marked sensitive.
     headers: HeaderMap,
     retry: RetryPolicy,
+    /// The most bytes of one reply read.
+    max_reply_bytes: usize,
     /// The API key, scrubbed from whatever a server echoes back.
     secret: Option<String>,
     /// The configured model, for logs.
@@ -39,6 +41,8 @@ pub(crate) struct TransportConfig<'a> {
     pub timeout: Duration,
     /// Retry policy.
     pub retry: RetryPolicy,
+    /// The most bytes of one reply read (at least 1).
+    pub max_reply_bytes: usize,
     /// Extra headers (authentication, versions); `Content-Type` is added here.
     pub headers: HeaderMap,
     /// The API key to keep out of messages, if any.
@@ -53,6 +57,9 @@ impl Transport {
         }
         if config.timeout.is_zero() {
             return Err(Error::Config("the chat request timeout must be positive".into()));
+        }
+        if config.max_reply_bytes == 0 {
+            return Err(Error::Config("max_reply_bytes must be at least 1".into()));
         }
         let secret = config.secret.filter(|s| !s.is_empty());
         let endpoint = endpoint(config.base_url, config.path, secret)?;
@@ -69,6 +76,7 @@ impl Transport {
             endpoint_display,
             headers,
             retry: config.retry,
+            max_reply_bytes: config.max_reply_bytes,
             secret: secret.map(str::to_owned),
             model: config.model.to_owned(),
         })
@@ -132,9 +140,9 @@ impl Transport {
         let status = response.status();
         let retryable = status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error();
         let retry_after = if retryable { retry_after(response.headers()) } else { None };
-        let body = response.bytes().await.map_err(|e| self.transport_failure(e))?;
+        let body = self.read_body(response).await?;
         if status.is_success() {
-            return Ok(body.to_vec());
+            return Ok(body);
         }
         let message = self.scrub(api_error_message(&body, status.canonical_reason()));
         if retryable {
@@ -148,6 +156,24 @@ impl Transport {
         } else {
             Err(Attempt::Fatal(self.malformed(format!("unexpected HTTP status {status}: {message}"))))
         }
+    }
+
+    /// The body of `response`, at most `max_reply_bytes` of it: a longer one (by its
+    /// `Content-Length` or as it streams) fails the call, not retried.
+    async fn read_body(&self, mut response: reqwest::Response) -> Result<Vec<u8>, Attempt> {
+        let max = self.max_reply_bytes;
+        let too_long = || Attempt::Fatal(self.malformed(format!("the reply is over {max} bytes (max_reply_bytes)")));
+        if response.content_length().is_some_and(|n| n > max as u64) {
+            return Err(too_long());
+        }
+        let mut body = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(|e| self.transport_failure(e))? {
+            if body.len() + chunk.len() > max {
+                return Err(too_long());
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body)
     }
 
     /// Sorts a transport-level error into retryable (timeouts, connection failures, a

@@ -22,7 +22,7 @@ use dedup_llm::{AnthropicChat, AnthropicChatConfig, ChatModel, OpenAiChat, OpenA
 use crate::{ConfigFile, Error, Result};
 
 /// The keys of `[judge]`.
-pub(crate) const JUDGE_KEYS: [&str; 20] = [
+pub(crate) const JUDGE_KEYS: [&str; 21] = [
     "kind",
     "params",
     "base_url",
@@ -32,6 +32,7 @@ pub(crate) const JUDGE_KEYS: [&str; 20] = [
     "timeout_secs",
     "max_retries",
     "max_tokens",
+    "max_reply_bytes",
     "system_prompt",
     "incremental_prompt",
     "bootstrap_prompt",
@@ -46,7 +47,7 @@ pub(crate) const JUDGE_KEYS: [&str; 20] = [
 ];
 
 /// The keys of `[judge]` that describe a model, refused next to `kind = "local"`.
-const LLM_ONLY_KEYS: [&str; 10] = [
+const LLM_ONLY_KEYS: [&str; 11] = [
     "base_url",
     "model",
     "api_key_env",
@@ -54,6 +55,7 @@ const LLM_ONLY_KEYS: [&str; 10] = [
     "timeout_secs",
     "max_retries",
     "max_tokens",
+    "max_reply_bytes",
     "system_prompt",
     "incremental_prompt",
     "bootstrap_prompt",
@@ -159,6 +161,9 @@ pub struct JudgeSettings {
     pub max_retries: u32,
     /// Most tokens of one reply. Default 4096.
     pub max_tokens: u32,
+    /// Most bytes of one reply read from the API; a longer reply fails the call. Default
+    /// [`dedup_llm::DEFAULT_MAX_REPLY_BYTES`] (4 MiB).
+    pub max_reply_bytes: usize,
     /// The prompts (seed 003's unless files are named).
     pub prompts: JudgePrompts,
     /// The local judge's parameter file: `--judge-params`, else `[judge] params`
@@ -181,6 +186,7 @@ impl fmt::Debug for JudgeSettings {
             .field("timeout", &self.timeout)
             .field("max_retries", &self.max_retries)
             .field("max_tokens", &self.max_tokens)
+            .field("max_reply_bytes", &self.max_reply_bytes)
             .field("params", &self.params)
             .field("model_dir", &self.model_dir)
             .finish_non_exhaustive()
@@ -205,6 +211,7 @@ impl JudgeSettings {
                 config.timeout = self.timeout;
                 config.retry.max_retries = self.max_retries;
                 config.structured_output = self.structured_output;
+                config.max_reply_bytes = self.max_reply_bytes;
                 Arc::new(OpenAiChat::new(config).map_err(|e| config_error(e.to_string()))?)
             }
             JudgeKind::Anthropic => {
@@ -218,6 +225,7 @@ impl JudgeSettings {
                 config.base_url = self.base_url.clone();
                 config.timeout = self.timeout;
                 config.retry.max_retries = self.max_retries;
+                config.max_reply_bytes = self.max_reply_bytes;
                 Arc::new(AnthropicChat::new(config).map_err(|e| config_error(e.to_string()))?)
             }
         })
@@ -345,6 +353,9 @@ impl ConfigFile {
             timeout: Duration::from_secs(self.judge_int("timeout_secs", 1, 3600)?.unwrap_or(120)),
             max_retries: self.judge_int("max_retries", 0, 20)?.map_or(3, |n| n as u32),
             max_tokens: self.judge_int("max_tokens", 16, 1 << 20)?.map_or(LlmJudge::DEFAULT_MAX_TOKENS, |n| n as u32),
+            max_reply_bytes: self
+                .judge_int("max_reply_bytes", 1024, 256 << 20)?
+                .map_or(dedup_llm::DEFAULT_MAX_REPLY_BYTES, |n| n as usize),
             prompts,
             params: None,
             model_dir: None,
@@ -378,6 +389,7 @@ impl ConfigFile {
             timeout: Duration::from_secs(120),
             max_retries: 0,
             max_tokens: LlmJudge::DEFAULT_MAX_TOKENS,
+            max_reply_bytes: dedup_llm::DEFAULT_MAX_REPLY_BYTES,
             prompts: JudgePrompts::default(),
             params,
             model_dir: self.model_dir()?,
@@ -455,6 +467,7 @@ impl ConfigFile {
         self.judge_int("timeout_secs", 1, 3600)?;
         self.judge_int("max_retries", 0, 20)?;
         self.judge_int("max_tokens", 16, 1 << 20)?;
+        self.judge_int("max_reply_bytes", 1024, 256 << 20)?;
         Ok(())
     }
 
@@ -548,6 +561,22 @@ mod tests {
         assert_eq!((settings.kind, settings.model.as_str()), (JudgeKind::OpenAi, "flag-model"));
         assert_eq!(settings.base_url, "http://127.0.0.1:11434/v1");
         assert_eq!(settings.api_key, None, "the anthropic key is not sent to an openai judge");
+    }
+
+    #[test]
+    fn defect_4_judge_max_reply_bytes_is_read_and_bounded() {
+        let config = parse("[judge]\nkind = \"openai\"\nmodel = \"m\"\nmax_reply_bytes = 65536\n").unwrap();
+        let settings = config.judge_settings_with_env(&JudgeOverrides::default(), no_env).unwrap();
+        assert_eq!(settings.max_reply_bytes, 65536);
+        let default = parse("[judge]\nkind = \"openai\"\nmodel = \"m\"\n").unwrap();
+        let settings = default.judge_settings_with_env(&JudgeOverrides::default(), no_env).unwrap();
+        assert_eq!(settings.max_reply_bytes, dedup_llm::DEFAULT_MAX_REPLY_BYTES);
+        let error = parse("[judge]\nkind = \"openai\"\nmax_reply_bytes = 10\n").err().map(|e| e.to_string());
+        let error = error.unwrap_or_else(|| {
+            let config = parse("[judge]\nkind = \"openai\"\nmax_reply_bytes = 10\n").unwrap();
+            config.judge_settings_with_env(&JudgeOverrides::default(), no_env).unwrap_err().to_string()
+        });
+        assert!(error.contains("max_reply_bytes"), "{error}");
     }
 
     #[test]

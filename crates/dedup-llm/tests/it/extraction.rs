@@ -137,9 +137,6 @@ async fn malformed_and_out_of_range_replies_change_nothing() -> Result<()> {
         ("I found no facts, sorry.".to_owned(), "no JSON object"),
         (r#"{"facts": [{"content": "cut off"#.to_owned(), "no JSON object"),
         (r#"{"result": []}"#.to_owned(), "no `facts` member"),
-        (facts_reply(&[fact("ok", "goal", 0.9), fact("too sure", "goal", 1.2)]), "fact 1: `confidence` 1.2"),
-        (facts_reply(&[fact("negative", "goal", -0.1)]), "fact 0: `confidence` -0.1"),
-        (facts_reply(&[fact("ok", "goal", 0.9), fact("", "goal", 0.9)]), "fact 1: `content` is blank"),
     ];
     for (reply, needle) in cases {
         let fake = FakeLlm::scripted(vec![FakeReply::text(reply.clone())]);
@@ -147,6 +144,20 @@ async fn malformed_and_out_of_range_replies_change_nothing() -> Result<()> {
             Err(error @ Error::Facts(_)) => assert!(error.to_string().contains(needle), "{reply}: {error}"),
             other => bail!("{reply}: expected a fact error, got {other:?}"),
         }
+    }
+    // An invalid fact is skipped and reported; the reply's other facts are kept.
+    let cases = [
+        (facts_reply(&[fact("ok", "goal", 0.9), fact("too sure", "goal", 1.2)]), 1, "`confidence` 1.2"),
+        (facts_reply(&[fact("negative", "goal", -0.1)]), 0, "`confidence` -0.1"),
+        (facts_reply(&[fact("ok", "goal", 0.9), fact("", "goal", 0.9)]), 1, "`content` is blank"),
+    ];
+    for (reply, index, needle) in cases {
+        let fake = FakeLlm::scripted(vec![FakeReply::text(reply.clone())]);
+        let extraction = extract_facts(&openai(&fake), &turn(), 0.5).await?;
+        assert_eq!(extraction.skipped_invalid.len(), 1, "{reply}: {extraction:?}");
+        assert_eq!(extraction.skipped_invalid[0].index, index, "{reply}");
+        assert!(extraction.skipped_invalid[0].reason.contains(needle), "{reply}: {extraction:?}");
+        assert!(extraction.kept.iter().all(|f| f.content == "ok"), "{reply}: {extraction:?}");
     }
     Ok(())
 }

@@ -8,7 +8,7 @@ use dedup_llm::fake::{FakeLlm, FakeReply, FakeRequest, Wire, fake_token_count};
 use dedup_llm::{ChatModel, ChatRequest, Error, FinishReason, JsonSchema, OpenAiChat, OpenAiChatConfig, TokenUsage};
 use serde_json::json;
 
-use crate::{KEY, MODEL, openai, openai_config};
+use crate::{KEY, MODEL, anthropic_config, openai, openai_config};
 
 fn schema() -> JsonSchema {
     JsonSchema { name: "verdict".into(), schema: json!({"type": "object", "properties": {"ok": {"type": "boolean"}}}) }
@@ -153,6 +153,37 @@ async fn a_success_that_is_not_a_chat_completion_is_malformed() -> Result<()> {
         }
         assert_eq!(fake.request_count(), 1, "{body}: a malformed success is not retried");
     }
+    Ok(())
+}
+
+/// Defect 4: a reply over `max_reply_bytes` fails the call without reading it all, and
+/// is not retried (the default cap is 4 MiB; a judge's reply is a few KiB).
+#[tokio::test]
+async fn defect_4_a_reply_over_max_reply_bytes_fails_the_call() -> Result<()> {
+    assert_eq!(dedup_llm::DEFAULT_MAX_REPLY_BYTES, 4 << 20);
+    assert_eq!(OpenAiChatConfig::new("http://127.0.0.1:1/v1", MODEL).max_reply_bytes, 4 << 20);
+    let huge = "x".repeat(64 << 10);
+    let fake = FakeLlm::scripted(vec![FakeReply::text(&huge), FakeReply::text(&huge)]);
+    let mut config = openai_config(&fake);
+    config.max_reply_bytes = 16 << 10;
+    match OpenAiChat::new(config)?.complete(&request()).await {
+        Err(Error::Malformed { reason, .. }) => {
+            assert!(reason.contains("over 16384 bytes (max_reply_bytes)"), "{reason}")
+        }
+        other => bail!("expected the long reply to fail, got {other:?}"),
+    }
+    assert_eq!(fake.request_count(), 1, "a reply over the cap is not retried");
+
+    let fake = FakeLlm::scripted(vec![FakeReply::text(&huge)]);
+    let mut config = anthropic_config(&fake);
+    config.max_reply_bytes = 16 << 10;
+    let error = dedup_llm::AnthropicChat::new(config)?.complete(&request()).await.unwrap_err().to_string();
+    assert!(error.contains("max_reply_bytes"), "{error}");
+
+    // A reply within the cap is read.
+    let fake = FakeLlm::scripted(vec![FakeReply::text(&huge)]);
+    let reply = openai(&fake).complete(&request()).await?;
+    assert_eq!(reply.text.len(), huge.len());
     Ok(())
 }
 
