@@ -8,27 +8,11 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::support::{require_model, sqlite_db, temp_file};
+use crate::support::{cached_tool, require_model, sqlite_db, temp_file};
 
 /// The Inspector: `$MEMDEDUP_MCP_INSPECTOR`, else the default of `cargo xtask mcp-inspector`.
 fn inspector() -> PathBuf {
-    let path = match std::env::var_os("MEMDEDUP_MCP_INSPECTOR").filter(|v| !v.is_empty()) {
-        Some(path) => PathBuf::from(path),
-        None => {
-            let cache = std::env::var_os("XDG_CACHE_HOME")
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-                .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")))
-                .expect("HOME or XDG_CACHE_HOME is set");
-            cache.join("memdedup/mcp-inspector/node_modules/.bin/mcp-inspector")
-        }
-    };
-    assert!(
-        path.is_file(),
-        "{} does not exist: run `cargo xtask mcp-inspector` (cargo xtask ci does) or set MEMDEDUP_MCP_INSPECTOR",
-        path.display()
-    );
-    path
+    cached_tool("MEMDEDUP_MCP_INSPECTOR", "mcp-inspector/node_modules/.bin/mcp-inspector", "cargo xtask mcp-inspector")
 }
 
 /// One `tools/call` through the Inspector CLI: the tool's result as JSON.

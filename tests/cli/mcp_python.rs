@@ -8,7 +8,7 @@ use std::process::Command;
 use serde_json::Value;
 
 use crate::serve::Server;
-use crate::support::{sqlite_db, temp_file};
+use crate::support::{cached_tool, sqlite_db, temp_file};
 
 /// The tools listed without a chat model.
 const TOOLS: [&str; 10] = [
@@ -26,23 +26,7 @@ const TOOLS: [&str; 10] = [
 
 /// The venv's python: `$MEMDEDUP_MCP_PYTHON`, else the default venv of `cargo xtask mcp-python`.
 pub(crate) fn python() -> PathBuf {
-    let python = match std::env::var_os("MEMDEDUP_MCP_PYTHON").filter(|v| !v.is_empty()) {
-        Some(path) => PathBuf::from(path),
-        None => {
-            let cache = std::env::var_os("XDG_CACHE_HOME")
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-                .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")))
-                .expect("HOME or XDG_CACHE_HOME is set");
-            cache.join("memdedup/mcp-python/bin/python")
-        }
-    };
-    assert!(
-        python.is_file(),
-        "{} does not exist: run `cargo xtask mcp-python` (cargo xtask ci does) or set MEMDEDUP_MCP_PYTHON",
-        python.display()
-    );
-    python
+    cached_tool("MEMDEDUP_MCP_PYTHON", "mcp-python/bin/python", "cargo xtask mcp-python")
 }
 
 fn client_script() -> PathBuf {

@@ -201,3 +201,26 @@ pub fn installed_model_dir() -> std::path::PathBuf {
     };
     base.join("models").join("all-minilm-l6-v2-int8")
 }
+
+/// A tool an xtask command installs in the cache (the Python MCP SDK's venv, the MCP
+/// Inspector): `$env_var` when set, else `relative` below `$XDG_CACHE_HOME/memdedup`
+/// (`~/.cache/memdedup`). Panics naming `install` when it is missing.
+pub fn cached_tool(env_var: &str, relative: &str, install: &str) -> PathBuf {
+    let path = match std::env::var_os(env_var).filter(|v| !v.is_empty()) {
+        Some(path) => PathBuf::from(path),
+        None => {
+            let cache = std::env::var_os("XDG_CACHE_HOME")
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")))
+                .expect("HOME or XDG_CACHE_HOME is set");
+            cache.join("memdedup").join(relative)
+        }
+    };
+    assert!(
+        path.is_file(),
+        "{} does not exist: run `{install}` (cargo xtask ci does) or set {env_var}",
+        path.display()
+    );
+    path
+}
