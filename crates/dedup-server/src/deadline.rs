@@ -17,8 +17,8 @@ use tokio::time::{Instant, Sleep};
 
 use crate::AppState;
 
-/// The error a [`DeadlineBody`] yields once its deadline passed; the JSON extractor's
-/// rejection carries it, and it becomes 408.
+/// The error a request body yields once the server's `body_timeout_secs` passed before
+/// it arrived whole; the JSON extractor's rejection carries it, and it becomes 408.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BodyDeadline {
     /// The time the body had.
