@@ -28,6 +28,7 @@ mod model_unavailable;
 mod nodes_dedup;
 mod output_files;
 mod playbook;
+mod readme;
 mod scan;
 mod serve;
 mod similarity;
