@@ -75,11 +75,11 @@ fn examples(readme: &str) -> Vec<Example> {
                 args: w[1..].to_vec(),
                 expected: String::new(),
             });
-        } else if let Some(example) = &mut current {
-            if !line.starts_with(" WARN") {
-                example.expected.push_str(line);
-                example.expected.push('\n');
-            }
+        } else if let Some(example) = &mut current
+            && !line.starts_with(" WARN")
+        {
+            example.expected.push_str(line);
+            example.expected.push('\n');
         }
     }
     examples
