@@ -40,6 +40,10 @@ pub struct LocalOptions {
     /// with). A longer text is embedded as overlapping windows of this many tokens whose
     /// vectors are averaged, weighted by their token counts, so every part of it counts.
     pub max_length: usize,
+    /// Most windows one text is embedded from (default 32, about 28 KB of English): a
+    /// longer text is embedded from this many windows spread evenly over it, so that one
+    /// huge text costs a bounded amount of work and cannot hold the model for long.
+    pub max_windows: usize,
     /// Repack the weight matrices for the CPU's kernels when a session loads (default
     /// true): every later inference is about 15 % faster, but the load takes about 80 ms
     /// and 40 MB more. A process that embeds a few texts and exits (a hook's `check`)
@@ -49,7 +53,7 @@ pub struct LocalOptions {
 
 impl Default for LocalOptions {
     fn default() -> Self {
-        Self { batch_size: 8, sessions: None, threads: None, max_length: 256, prepack: true }
+        Self { batch_size: 8, sessions: None, threads: None, max_length: 256, max_windows: 32, prepack: true }
     }
 }
 
@@ -153,7 +157,8 @@ impl LocalEmbedder {
     /// the windows' vectors weighted by their token counts, renormalised. A text of `n`
     /// tokens so costs about `n / (0.875 * (max_length - 2))` inferences instead of one,
     /// and a difference anywhere in it moves its vector (truncation would ignore
-    /// everything past the first window).
+    /// everything past the first window). A text of more than `max_windows` windows is
+    /// embedded from `max_windows` of them spread evenly from its first to its last.
     pub fn embed_blocking(&self, texts: &[String]) -> Result<Vec<Embedding>> {
         if texts.is_empty() {
             return Ok(Vec::new());
@@ -219,7 +224,7 @@ impl LocalEmbedder {
                 if plan.is_empty() {
                     plan.push((text.clone(), 1));
                 }
-                Ok(plan)
+                Ok(spread(plan, self.options.max_windows))
             })
             .collect()
     }
@@ -279,13 +284,31 @@ impl LocalEmbedder {
 }
 
 /// Runs `batches` in order on one session.
+/// Runs `batches` on `session`, taking its lock for one batch at a time, so that a short
+/// request waiting for the session runs between the batches of a long one.
 fn run_batches(session: &Mutex<Model>, batches: &[&[&str]]) -> Result<Vec<Vec<f32>>> {
-    let mut model = session.lock().map_err(|_| Error::Inference("model lock poisoned".into()))?;
     let mut out = Vec::with_capacity(batches.iter().map(|b| b.len()).sum());
-    for batch in batches {
+    for (i, batch) in batches.iter().enumerate() {
+        if i > 0 {
+            std::thread::yield_now();
+        }
+        let mut model = session.lock().map_err(|_| Error::Inference("model lock poisoned".into()))?;
         out.extend(model.embed(batch)?);
     }
     Ok(out)
+}
+
+/// At most `max` of `plan`'s windows, evenly spaced from the first to the last (all of
+/// them when there are no more than `max`; at least one).
+fn spread<T>(plan: Vec<T>, max: usize) -> Vec<T> {
+    let max = max.max(1);
+    let n = plan.len();
+    if n <= max {
+        return plan;
+    }
+    let keep: std::collections::BTreeSet<usize> =
+        (0..max).map(|k| if max == 1 { 0 } else { k * (n - 1) / (max - 1) }).collect();
+    plan.into_iter().enumerate().filter(|(i, _)| keep.contains(i)).map(|(_, w)| w).collect()
 }
 
 fn clone_error(e: &Error) -> Error {
@@ -315,5 +338,22 @@ impl Embedder for LocalEmbedder {
         tokio::task::spawn_blocking(move || this.embed_blocking(&texts))
             .await
             .map_err(|e| Error::Inference(format!("inference task failed: {e}")))?
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::spread;
+
+    #[test]
+    fn defect_6_a_long_text_is_embedded_from_at_most_max_windows_spread_over_it() {
+        let plan: Vec<usize> = (0..1000).collect();
+        let kept = spread(plan, 32);
+        assert_eq!(kept.len(), 32);
+        assert_eq!((kept[0], kept[31]), (0, 999), "the first and the last window are kept");
+        assert!(kept.windows(2).all(|w| w[1] > w[0] && w[1] - w[0] <= 33), "{kept:?}");
+        assert_eq!(spread((0..5).collect::<Vec<_>>(), 32), [0, 1, 2, 3, 4]);
+        assert_eq!(spread((0..5).collect::<Vec<_>>(), 1), [0]);
+        assert_eq!(spread((0..5).collect::<Vec<_>>(), 0), [0]);
     }
 }
