@@ -8,6 +8,10 @@ use anyhow::{Context, Result, bail};
 use crate::process::{self, cargo};
 use crate::temp_dir::TempDir;
 
+mod cold_check;
+mod compare;
+mod hook_bench;
+
 /// Per-command help text.
 pub const HELP: &str = "\
 Runs `cargo bench -p memdedup --bench throughput -- ARGS` (skipped with --e2e-only),
@@ -60,7 +64,7 @@ pub fn compare(root: &Path) -> Result<()> {
     if !Path::new(GNU_TIME).is_file() {
         bail!("{GNU_TIME} is missing; it measures peak memory: apt-get install time");
     }
-    crate::compare::run(root, GNU_TIME)
+    compare::run(root, GNU_TIME)
 }
 
 /// `cargo xtask bench --scaling`: the index-budget bench of many namespaces only.
@@ -133,8 +137,8 @@ pub fn run(root: &Path, e2e_only: bool, bench_args: &[String]) -> Result<()> {
     let after: usize = crate::demo::section_counts(&output)?.iter().map(|(_, n)| n).sum();
     println!("  entries: {ENTRIES} -> {after}");
     bench_scan_cache(&bin, root, scratch.path())?;
-    crate::hook_bench::run(&bin, root, scratch.path(), GNU_TIME)?;
-    crate::cold_check::run(&bin, root, scratch.path(), GNU_TIME)
+    hook_bench::run(&bin, root, scratch.path(), GNU_TIME)?;
+    cold_check::run(&bin, root, scratch.path(), GNU_TIME)
 }
 
 /// Lines in the `scan --db` cache benchmark's input.
@@ -144,7 +148,7 @@ const SCAN_LINES: usize = 2000;
 /// and fills the embedding cache, the second finds every vector there. Then times `scan
 /// --judge local` against plain `scan`, with an empty cache and with a full one.
 fn bench_scan_cache(bin: &Path, root: &Path, scratch: &Path) -> Result<()> {
-    let jsonl = crate::compare::memories_jsonl(SCAN_LINES, SEED + 1)?;
+    let jsonl = compare::memories_jsonl(SCAN_LINES, SEED + 1)?;
     let input = scratch.join("memories-2000.jsonl");
     std::fs::write(&input, &jsonl).with_context(|| format!("writing {}", input.display()))?;
     let db = scratch.join("scan-cache.db");

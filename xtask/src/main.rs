@@ -19,12 +19,9 @@
 
 mod bench;
 mod ci;
-mod cold_check;
-mod compare;
 mod demo;
 mod eval;
 mod fit_judge;
-mod hook_bench;
 mod llama_server;
 mod llm_smoke;
 mod mcp_inspector;
@@ -55,7 +52,8 @@ Commands:
                             $XDG_CACHE_HOME/memdedup/models/all-minilm-l6-v2-int8,
                             XDG_CACHE_HOME defaulting to ~/.cache); a no-op when the
                             files are already there with their pinned sha256
-  tidy                      check module docs, dependency rules and error types
+  tidy                      check module docs, dependency rules, error types, file
+                            length (<= 800 lines) and import cycles between modules
   ci                        fmt, clippy, fetch-model, test, tidy, doc, cargo deny; the
                             tests get a disposable Postgres and redis-server on
                             127.0.0.1 unless DATABASE_URL / REDIS_URL are set

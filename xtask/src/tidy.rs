@@ -12,6 +12,8 @@ use anyhow::{Context, Result, bail};
 
 use crate::process;
 
+mod shape;
+
 /// Heavy crates: an async runtime, a database driver, an HTTP stack, ONNX Runtime.
 const HEAVY: [&str; 7] = ["tokio", "async-std", "sqlx", "reqwest", "ort", "tokenizers", "hyper"];
 
@@ -84,12 +86,14 @@ type Check = fn(&Path, &[Member]) -> Result<Vec<Failure>>;
 pub fn run(root: &Path) -> Result<()> {
     let members = members(root)?;
     let mut failures = Vec::new();
-    let checks: [(&str, Check); 5] = [
+    let checks: [(&str, Check); 7] = [
         ("folder names", check_folder_names),
         ("module docs", check_module_docs),
         ("dependency rules", check_dependencies),
         ("error types", check_error_types),
         ("release profile", check_release_profile),
+        ("file length", shape::check_file_length),
+        ("import cycles", shape::check_import_cycles),
     ];
     for (name, check) in checks {
         let found = check(root, &members).with_context(|| format!("tidy check `{name}`"))?;

@@ -39,5 +39,6 @@ pub use context::McpContext;
 pub use dedup_server::Principal;
 pub use error::{Error, Result};
 pub use http::http_router;
-pub use server::{MAX_SEARCH_RESULTS, MemdedupMcp, TOOL_NAMES, http_service, serve_stdio};
+pub use memory_tools::MAX_SEARCH_RESULTS;
+pub use server::{MemdedupMcp, TOOL_NAMES, http_service, serve_stdio};
 pub use tokio_util::sync::CancellationToken;

@@ -9,8 +9,9 @@ use crate::access::Access;
 use crate::args::{MemoryAddArgs, MemoryCheckArgs, MemoryGetArgs, MemorySearchArgs, ScopeArgs, in_range, text_arg};
 use crate::context::McpContext;
 use crate::reply::{ToolError, ToolResult, plural, success};
-use crate::server::MAX_SEARCH_RESULTS;
 
+/// Most memories `memory_search` returns.
+pub const MAX_SEARCH_RESULTS: u32 = 50;
 /// How many memories `memory_search` returns when not told.
 const DEFAULT_SEARCH_RESULTS: u32 = 5;
 /// Most `merged_into` links `memory_get` follows (a longer chain means a cycle).

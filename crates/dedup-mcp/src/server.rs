@@ -20,9 +20,6 @@ use crate::context::McpContext;
 use crate::reply::into_call_result;
 use crate::{memory_tools, ops_tools};
 
-/// Most memories `memory_search` returns.
-pub const MAX_SEARCH_RESULTS: u32 = 50;
-
 /// Every tool's name (`facts_extract` only with a chat model). `tools/list` gives them
 /// sorted by name, not in this order.
 pub const TOOL_NAMES: [&str; 11] = [

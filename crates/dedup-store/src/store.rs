@@ -12,12 +12,11 @@ use std::time::Duration;
 
 use chrono::{DateTime, SubsecRound, Utc};
 use dedup_core::{ContentHash, Embedding};
-use tokio::sync::{OwnedRwLockReadGuard, RwLock};
 
 use crate::scope::{validate_kind, validate_name};
 use crate::{
-    DbLocation, Edge, Error, InsertOutcome, Lifecycle, ListFilter, MAX_CONTENT_BYTES, MAX_TITLE_BYTES, Memory,
-    MemoryId, MemoryUpdate, Neighbour, NewMemory, Result, Scope, SearchFilter, StoreStats, StoredVector, VectorIndex,
+    DbLocation, Edge, Error, InsertOutcome, ListFilter, MAX_CONTENT_BYTES, MAX_TITLE_BYTES, Memory, MemoryId,
+    MemoryUpdate, Neighbour, NewMemory, Result, Scope, SearchFilter, StoreStats, StoredVector,
 };
 
 /// Runs `$body` with `$b` bound to the backend, whichever it is. Defined before the
@@ -43,8 +42,12 @@ mod upkeep;
 mod dedup_queue;
 #[macro_use]
 mod merges;
+mod index_state;
+mod records;
 mod registry;
 
+use index_state::{FreshIndex, IndexHandle, IndexKey, IndexState, top_k};
+use records::{CachedRecord, MemoryRecord, VectorRecord, decode_cached, decode_vector, dims_i32};
 pub use registry::IndexUsage;
 use registry::{IndexLoads, IndexRegistry};
 pub use upkeep::RecentCapture;
@@ -646,287 +649,6 @@ fn scope_lock_key(scope: &Scope) -> i64 {
     key.copy_from_slice(&digest[..8]);
     i64::from_be_bytes(key)
 }
-
-/// A `memories` row as selected by the backends.
-#[derive(sqlx::FromRow)]
-pub(crate) struct MemoryRecord {
-    id: i64,
-    domain: String,
-    namespace: String,
-    kind: String,
-    title: Option<String>,
-    content: String,
-    content_hash: String,
-    lifecycle: String,
-    helpful: i64,
-    harmful: i64,
-    occurrence_count: i64,
-    dedup_verified: bool,
-    dedup_attempts: i64,
-    dedup_last_error: Option<String>,
-    deprecated: bool,
-    merged_into: Option<i64>,
-    metadata: String,
-    unique_content: bool,
-    embeds_title: bool,
-    vector_pending: bool,
-    created_at: DateTime<Utc>,
-    updated_at: DateTime<Utc>,
-}
-
-impl TryFrom<MemoryRecord> for Memory {
-    type Error = Error;
-
-    fn try_from(row: MemoryRecord) -> Result<Memory> {
-        let id = row.id;
-        let corrupt = |reason: String| Error::Corrupt { table: "memories", reason: format!("id {id}: {reason}") };
-        let counter =
-            |name: &str, value: i64| u64::try_from(value).map_err(|_| corrupt(format!("{name} is negative ({value})")));
-        let scope = Scope::new(&row.domain, &row.namespace).map_err(|e| corrupt(e.to_string()))?;
-        let content_hash = ContentHash::from_hex(&row.content_hash)
-            .ok_or_else(|| corrupt(format!("content_hash {:?} is not 64 hex digits", row.content_hash)))?;
-        let lifecycle: Lifecycle = row.lifecycle.parse().map_err(corrupt)?;
-        let metadata = match serde_json::from_str(&row.metadata) {
-            Ok(serde_json::Value::Object(map)) => map,
-            Ok(_) => return Err(corrupt("metadata is not a JSON object".to_owned())),
-            Err(e) => return Err(corrupt(format!("metadata is not JSON: {e}"))),
-        };
-        Ok(Memory {
-            id: MemoryId::new(id),
-            scope,
-            kind: row.kind,
-            title: row.title,
-            content: row.content,
-            content_hash,
-            lifecycle,
-            helpful: counter("helpful", row.helpful)?,
-            harmful: counter("harmful", row.harmful)?,
-            occurrence_count: counter("occurrence_count", row.occurrence_count)?,
-            dedup_verified: row.dedup_verified,
-            dedup_attempts: u32::try_from(row.dedup_attempts)
-                .map_err(|_| corrupt(format!("dedup_attempts is out of range ({})", row.dedup_attempts)))?,
-            dedup_last_error: row.dedup_last_error,
-            deprecated: row.deprecated,
-            merged_into: row.merged_into.map(MemoryId::new),
-            metadata,
-            unique_content: row.unique_content,
-            embeds_title: row.embeds_title,
-            vector_pending: row.vector_pending,
-            created_at: row.created_at,
-            updated_at: row.updated_at,
-        })
-    }
-}
-
-/// A row of a scope as an index refresh reads it: the memory and its vector of one model.
-#[derive(sqlx::FromRow)]
-pub(crate) struct VectorRecord {
-    id: i64,
-    deprecated: bool,
-    dims: Option<i64>,
-    vector: Option<Vec<u8>>,
-}
-
-/// Decodes a stored vector, checking it against its `dims` column.
-fn decode_vector(table: &'static str, key: &dyn fmt::Display, dims: i64, bytes: &[u8]) -> Result<Embedding> {
-    let corrupt = |reason: String| Error::Corrupt { table, reason: format!("{key}: {reason}") };
-    if usize::try_from(dims).ok().and_then(|d| d.checked_mul(4)) != Some(bytes.len()) {
-        return Err(corrupt(format!("vector of {} bytes does not hold {dims} f32 values", bytes.len())));
-    }
-    Embedding::from_le_bytes(bytes).map_err(|e| corrupt(e.to_string()))
-}
-
-/// An `embedding_cache` row.
-#[derive(sqlx::FromRow)]
-pub(crate) struct CachedRecord {
-    text_hash: String,
-    dims: i64,
-    vector: Vec<u8>,
-}
-
-/// Decodes cache rows into `out`.
-fn decode_cached(rows: Vec<CachedRecord>, out: &mut HashMap<ContentHash, Embedding>) -> Result<()> {
-    for row in rows {
-        let hash = ContentHash::from_hex(&row.text_hash).ok_or_else(|| Error::Corrupt {
-            table: "embedding_cache",
-            reason: format!("text_hash {:?} is not 64 hex digits", row.text_hash),
-        })?;
-        let embedding =
-            decode_vector("embedding_cache", &format_args!("text_hash {}", hash.fingerprint()), row.dims, &row.vector)?;
-        out.insert(hash, embedding);
-    }
-    Ok(())
-}
-
-/// An embedding's dimensions as the `INTEGER` column stores them.
-fn dims_i32(embedding: &Embedding) -> Result<i32> {
-    i32::try_from(embedding.dims()).map_err(|_| Error::InvalidContent {
-        what: "vector",
-        reason: format!("has {} dimensions, too many to store", embedding.dims()),
-    })
-}
-
-/// The in-process index of one (scope, model) and the watermark it reflects.
-#[derive(Debug, Default)]
-struct IndexState {
-    /// The scope version the index reflects; `None` until first loaded.
-    version: Option<i64>,
-    /// The vectors; `None` while the scope has none of this model (dimensions unknown).
-    index: Option<VectorIndex>,
-}
-
-type IndexHandle = Arc<RwLock<IndexState>>;
-
-impl IndexState {
-    /// Heap bytes of the index (0 while there is none).
-    fn memory_bytes(&self) -> usize {
-        self.index.as_ref().map_or(0, VectorIndex::memory_bytes)
-    }
-
-    /// Whether the index reflects `version` (or something newer).
-    fn is_current(&self, version: i64) -> bool {
-        self.version.is_some_and(|v| v >= version)
-    }
-
-    /// Applies rows read after `version` was read: a full load (replacing the index) when
-    /// `full`, else a delta of changed rows. Every row is decoded and checked before the
-    /// index changes, so a corrupt row leaves it as it was.
-    fn apply(&mut self, rows: Vec<VectorRecord>, full: bool, version: i64, filter: &SearchFilter) -> Result<()> {
-        let mut dims = if full { None } else { self.index.as_ref().map(VectorIndex::dims) };
-        let mut changes = Vec::with_capacity(rows.len());
-        for row in rows {
-            let id = MemoryId::new(row.id);
-            let embedding = match (row.deprecated, row.dims, row.vector) {
-                (false, Some(stored_dims), Some(bytes)) => {
-                    let embedding = decode_vector("embeddings", &format_args!("memory {id}"), stored_dims, &bytes)?;
-                    let embedding = filter.comparable(&embedding)?;
-                    match dims {
-                        Some(dims) if dims != embedding.dims() => {
-                            return Err(Error::Corrupt {
-                                table: "embeddings",
-                                reason: format!(
-                                    "memory {id} has a {}-dim vector, other vectors of its model and scope have {dims}",
-                                    embedding.dims()
-                                ),
-                            });
-                        }
-                        _ => dims = Some(embedding.dims()),
-                    }
-                    Some(embedding)
-                }
-                _ => None,
-            };
-            changes.push((id, embedding));
-        }
-        if full {
-            self.index = None;
-            if let Some(dims) = dims {
-                let mut index = VectorIndex::new(dims);
-                index.reserve(changes.len());
-                self.index = Some(index);
-            }
-        }
-        for (id, embedding) in changes {
-            match embedding {
-                Some(embedding) => {
-                    self.index.get_or_insert_with(|| VectorIndex::new(embedding.dims())).upsert(id, &embedding)?;
-                }
-                None => {
-                    if let Some(index) = &mut self.index {
-                        index.remove(id);
-                    }
-                }
-            }
-        }
-        self.version = Some(version);
-        Ok(())
-    }
-
-    /// After a committed insert at `version`: adds its vector if the index was exactly one
-    /// version behind; otherwise the next refresh reads it.
-    /// `embedding` is `None` when the memory is not of this index's kind.
-    fn apply_insert(&mut self, id: MemoryId, embedding: Option<&Embedding>, version: i64) -> Result<()> {
-        if self.version != Some(version - 1) {
-            return Ok(());
-        }
-        if let Some(embedding) = embedding {
-            let index = self.index.get_or_insert_with(|| VectorIndex::new(embedding.dims()));
-            index.upsert(id, embedding)?;
-        }
-        self.version = Some(version);
-        Ok(())
-    }
-
-    /// After a committed write at `version` that removed `id` (or its vector) from the
-    /// scope: drops it if the index was exactly one version behind.
-    fn apply_removal(&mut self, id: MemoryId, version: i64) {
-        if self.version == Some(version - 1) {
-            if let Some(index) = &mut self.index {
-                index.remove(id);
-            }
-            self.version = Some(version);
-        }
-    }
-
-    /// Checks that `embedding` can join this index.
-    fn check_dims(&self, embedding: &Embedding) -> Result<()> {
-        match &self.index {
-            Some(index) if index.dims() != embedding.dims() => {
-                Err(Error::InvalidVector(dedup_core::Error::DimensionMismatch {
-                    expected: index.dims(),
-                    actual: embedding.dims(),
-                }))
-            }
-            _ => Ok(()),
-        }
-    }
-}
-
-/// Exact top-k over a held index, on a blocking thread when the index is large.
-async fn top_k<G>(guard: G, query: &Embedding, k: usize, min_score: Option<f32>) -> Result<(G, Vec<Neighbour>)>
-where
-    G: std::ops::Deref<Target = IndexState> + Send + 'static,
-{
-    let Some(index) = &guard.index else { return Ok((guard, Vec::new())) };
-    if index.dims() != query.dims() {
-        return Err(Error::InvalidVector(dedup_core::Error::DimensionMismatch {
-            expected: index.dims(),
-            actual: query.dims(),
-        }));
-    }
-    if k == 0 || index.is_empty() {
-        return Ok((guard, Vec::new()));
-    }
-    if index.len().saturating_mul(index.dims()) < BLOCKING_SEARCH_COMPONENTS {
-        let neighbours = index.top_k(query, k, min_score)?;
-        return Ok((guard, neighbours));
-    }
-    let query = query.clone();
-    let joined = tokio::task::spawn_blocking(move || {
-        let neighbours = match &guard.index {
-            Some(index) => index.top_k(&query, k, min_score),
-            None => Ok(Vec::new()),
-        };
-        (guard, neighbours)
-    })
-    .await;
-    match joined {
-        Ok((guard, neighbours)) => Ok((guard, neighbours?)),
-        Err(error) => std::panic::resume_unwind(error.into_panic()),
-    }
-}
-
-/// What one in-process index holds: the live memories of a scope embedded by a model,
-/// narrowed and truncated by a filter.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) struct IndexKey {
-    scope: Scope,
-    model: String,
-    filter: SearchFilter,
-}
-
-/// A read guard on an index that was current when taken.
-type FreshIndex = OwnedRwLockReadGuard<IndexState>;
 
 #[cfg(test)]
 mod tests {

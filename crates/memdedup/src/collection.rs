@@ -3,13 +3,10 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use dedup_core::{
-    Linkage, LocalJudge, PairScorer, RefusedLink, RejectedPair, group_by_cosine, group_judged, group_learned,
-    keep_nearest, similar_pairs,
-};
+use dedup_core::{Linkage, LocalJudge, PairScorer, RefusedLink, RejectedPair};
 
-use crate::playbook::group_off_executor;
-use crate::{Edge, Embedder, Embedding, Group, Result, Threshold, embed_texts};
+use crate::grouping::{group_off_executor, judged_off_executor, learned_off_executor};
+use crate::{Edge, Embedder, Group, Result, Threshold, embed_texts};
 
 /// Namespace of items that name none.
 pub const DEFAULT_NAMESPACE: &str = "default";
@@ -161,55 +158,4 @@ pub async fn scan_collection(
         refused,
         rejected,
     })
-}
-
-/// Grouping by the learned judge, on the blocking pool: candidates from the embeddings,
-/// the model's logits for them in batches, then the verdicts and the linkage.
-async fn learned_off_executor(
-    texts: Vec<String>,
-    embeddings: Vec<Embedding>,
-    scorer: Arc<dyn PairScorer>,
-    linkage: Linkage,
-    threshold: Threshold,
-) -> Result<(dedup_core::GuardedGrouping, Vec<RejectedPair>)> {
-    let work = move || -> Result<_> {
-        let settings = scorer.settings();
-        // Each memory's nearest neighbours above the floor, as a check reads them.
-        let all = similar_pairs(&embeddings, settings.candidate_floor)?;
-        let candidates = keep_nearest(&all, embeddings.len(), dedup_precompact::LEARNED_CANDIDATES);
-        let pairs: Vec<(&str, &str)> = candidates.iter().map(|e| (texts[e.a].as_str(), texts[e.b].as_str())).collect();
-        let scores = scorer.scores(&pairs).map_err(|e| crate::Error::Embedder(dedup_embed::Error::Inference(e)))?;
-        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-        let judged = group_learned(&refs, &candidates, &scores, settings, threshold.as_f32(), linkage)?;
-        Ok((judged.grouping, judged.rejected))
-    };
-    match tokio::runtime::Handle::try_current() {
-        Ok(handle) => handle.spawn_blocking(work).await.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic())),
-        Err(_) => work(),
-    }
-}
-
-/// Judged (or cosine with a linkage) grouping, on the blocking pool.
-pub(crate) async fn judged_off_executor(
-    texts: Vec<String>,
-    embeddings: Vec<Embedding>,
-    judge: Option<Arc<LocalJudge>>,
-    linkage: Linkage,
-    threshold: Threshold,
-) -> Result<(dedup_core::GuardedGrouping, Vec<RejectedPair>)> {
-    let threshold = threshold.as_f32();
-    let work = move || -> Result<_> {
-        match judge {
-            Some(judge) => {
-                let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-                let judged = group_judged(&refs, &embeddings, &judge, threshold, linkage)?;
-                Ok((judged.grouping, judged.rejected))
-            }
-            None => Ok((group_by_cosine(&embeddings, threshold, linkage)?, Vec::new())),
-        }
-    };
-    match tokio::runtime::Handle::try_current() {
-        Ok(handle) => handle.spawn_blocking(work).await.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic())),
-        Err(_) => work(),
-    }
 }

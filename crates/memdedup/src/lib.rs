@@ -27,6 +27,7 @@ mod collection;
 mod config;
 mod embed;
 mod error;
+mod grouping;
 mod judge;
 mod playbook;
 

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use dedup_core::{Linkage, LocalJudge, RefusedLink, RejectedPair};
 
-use crate::collection::judged_off_executor;
-use crate::{Embedder, Group, MergePlan, Playbook, Result, Threshold, default_embedder, embed_texts};
+use crate::grouping::{group_off_executor, judged_off_executor};
+use crate::{Embedder, MergePlan, Playbook, Result, Threshold, default_embedder, embed_texts};
 
 /// What a playbook deduplication did, for people and for `--json`.
 #[derive(Debug, Clone, PartialEq)]
@@ -130,18 +130,6 @@ pub async fn deduplicate_playbook_with(
     report.entries_after = deduped.len();
     report.plan = plan;
     Ok(DedupOutcome { playbook: deduped, report })
-}
-
-/// Runs the all-pairs grouping on the blocking pool so it never stalls an async worker.
-pub(crate) async fn group_off_executor(embeddings: Vec<crate::Embedding>, threshold: Threshold) -> Result<Vec<Group>> {
-    match tokio::runtime::Handle::try_current() {
-        Ok(handle) => handle
-            .spawn_blocking(move || crate::group_by_similarity(&embeddings, threshold))
-            .await
-            .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
-            .map_err(Into::into),
-        Err(_) => crate::group_by_similarity(&embeddings, threshold).map_err(Into::into),
-    }
 }
 
 /// Seed 000's `run_deduplication(playbook, threshold)` with the default local embedder.

@@ -129,8 +129,8 @@ fn timed(gnu_time: &str, cmd: Command, scratch: &Path, root: &Path, parse: fn(&s
         bail!("`{line}` failed ({}):\n{}", out.status, String::from_utf8_lossy(&out.stderr).trim_end());
     }
     let measured = std::fs::read_to_string(&timing).with_context(|| format!("reading {}", timing.display()))?;
-    let (secs, kib) = crate::bench::parse_time_output(&measured)
-        .with_context(|| format!("unexpected {gnu_time} output: {measured:?}"))?;
+    let (secs, kib) =
+        super::parse_time_output(&measured).with_context(|| format!("unexpected {gnu_time} output: {measured:?}"))?;
     let printed =
         std::fs::read_to_string(&stdout_path).with_context(|| format!("reading {}", stdout_path.display()))?;
     let groups = parse(&printed).with_context(|| format!("reading the groups `{line}` printed"))?;

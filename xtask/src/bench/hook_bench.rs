@@ -189,8 +189,8 @@ fn time_hook(
         bail!("the hook reported failures: {}", report["failures"]);
     }
     let measured = std::fs::read_to_string(&timing).with_context(|| format!("reading {}", timing.display()))?;
-    let (secs, kib) = crate::bench::parse_time_output(&measured)
-        .with_context(|| format!("unexpected {gnu_time} output: {measured:?}"))?;
+    let (secs, kib) =
+        super::parse_time_output(&measured).with_context(|| format!("unexpected {gnu_time} output: {measured:?}"))?;
     Ok((secs, kib, report))
 }
 

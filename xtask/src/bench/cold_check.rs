@@ -22,7 +22,7 @@ const RUNS: usize = 64;
 /// of texts that are not stored (each embeds): half locally, half in client mode.
 pub fn run(bin: &Path, root: &Path, scratch: &Path, gnu_time: &str) -> Result<()> {
     let db = scratch.join("cold-check.db");
-    let jsonl = crate::compare::memories_jsonl(STORED + RUNS + 1, 2027)?;
+    let jsonl = super::compare::memories_jsonl(STORED + RUNS + 1, 2027)?;
     let texts: Vec<String> = jsonl
         .lines()
         .map(|line| -> Result<String> {
@@ -113,7 +113,7 @@ fn time_checks(bin: &Path, root: &Path, scratch: &Path, gnu_time: &str, texts: &
             bail!("`{line}` failed ({}):\n{}", out.status, String::from_utf8_lossy(&out.stderr).trim_end());
         }
         let measured = std::fs::read_to_string(&timing).with_context(|| format!("reading {}", timing.display()))?;
-        let (_, kib) = crate::bench::parse_time_output(&measured)
+        let (_, kib) = super::parse_time_output(&measured)
             .with_context(|| format!("unexpected {gnu_time} output: {measured:?}"))?;
         if i == 0 {
             println!("  warm-up (builds the optimised-graph cache if missing): {wall:.0} ms");
