@@ -229,21 +229,23 @@ fn malformed_lines_are_skipped_and_counted() {
 }
 
 /// Forty decisions on unrelated subjects, so none is a semantic duplicate of another.
+/// Forty decisions without a concrete detail (a number, path, flag or code span), so
+/// [`topic_decision`] alone decides which carry one.
 const TOPICS: [&str; 40] = [
     "to host the docs on a static site generator",
     "that invoices are rounded to whole cents",
     "to run database migrations before each deploy",
     "to page the on-call engineer only for customer impact",
-    "that the mobile app supports iOS 16 and later",
+    "that the mobile app supports the two latest iOS versions",
     "to store user avatars in object storage",
     "to write commit messages in the imperative mood",
     "that feature flags expire after ninety days",
     "to encrypt backups with a key kept offline",
     "to translate the checkout page into Portuguese",
-    "that the API rate limit is 600 requests per minute",
+    "that the API rate limit is six hundred requests per minute",
     "to review pull requests within one working day",
-    "to pin the Rust toolchain in rust-toolchain.toml",
-    "that passwords are hashed with Argon2id",
+    "to pin the Rust toolchain for every crate",
+    "that passwords are hashed with a memory-hard function",
     "to log request ids in every service",
     "to archive closed tickets after a year",
     "that the office closes between Christmas and New Year",
@@ -251,7 +253,7 @@ const TOPICS: [&str; 40] = [
     "to measure page load time with real user monitoring",
     "that the search index is rebuilt every night",
     "to keep the design tokens in a shared package",
-    "that refunds above 500 euros need a second approval",
+    "that large refunds need a second approval",
     "to run the load test before every major release",
     "to name branches after their ticket number",
     "that the data warehouse keeps raw events for two years",
@@ -272,14 +274,16 @@ const TOPICS: [&str; 40] = [
     "to publish release notes in the changelog file",
 ];
 
-#[test]
-fn a_long_transcript_captures_the_latest_twenty() {
-    require_model();
-    let s = Session::new();
+/// The decision of topic `i` of [`TOPICS`]: the first three carry a concrete detail.
+fn topic_decision(i: usize) -> String {
+    if i < 3 { format!("We decided {} from release 2.{i}.", TOPICS[i]) } else { format!("We decided {}.", TOPICS[i]) }
+}
+
+fn long_transcript(s: &Session) -> PathBuf {
     let noise = "x".repeat(20_000);
     let mut lines = Vec::new();
-    for (i, topic) in TOPICS.iter().enumerate() {
-        lines.push(user(&format!("We decided {topic}.")));
+    for i in 0..TOPICS.len() {
+        lines.push(user(&topic_decision(i)));
         lines.push(
             json!({"type": "assistant", "message": {"content": [
                 {"type": "text", "text": "Noted, I will update the changelog."},
@@ -288,14 +292,70 @@ fn a_long_transcript_captures_the_latest_twenty() {
             .to_string(),
         );
     }
-    let transcript = s.transcript("long.jsonl", &lines);
+    s.transcript("long.jsonl", &lines)
+}
+
+#[test]
+fn defect_14_a_long_transcript_keeps_the_most_memorable_and_says_what_was_dropped() {
+    require_model();
+    let s = Session::new();
+    let transcript = long_transcript(&s);
     assert!(std::fs::metadata(&transcript).unwrap().len() > 800_000);
     let report = s.hook(input(&transcript), &["--json"]).stdout;
     assert_eq!(report["candidates"].as_array().map(Vec::len), Some(20), "{report}");
-    let stored = s.stored();
-    assert_eq!(stored.len(), 20);
-    let latest: Vec<String> = TOPICS[20..].iter().map(|t| format!("We decided {t}.")).collect();
-    assert_eq!(contents(&stored), latest.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(report["max_candidates"], 20, "{report}");
+    let dropped: Vec<&str> =
+        report["dropped"].as_array().expect("a list").iter().filter_map(|c| c["content"].as_str()).collect();
+    let expected_dropped: Vec<String> = (3..23).map(topic_decision).collect();
+    assert_eq!(dropped, expected_dropped, "the least memorable, in conversation order");
+    // The three early decisions with a detail are kept over later plain ones.
+    let expected: Vec<String> = (0..3).chain(23..40).map(topic_decision).collect();
+    assert_eq!(contents(&s.stored()), expected.iter().map(String::as_str).collect::<Vec<_>>());
+
+    // The hook output says how many were left out (and names no memory text for them).
+    let s = Session::new();
+    let transcript = long_transcript(&s);
+    let ran = s.hook(input(&transcript), &[]);
+    let context = ran.context();
+    assert!(
+        context.ends_with(
+            "\n\nmemdedup: 20 more candidates over the cap of 20 (--max-candidates, [hook] max_candidates) \
+             were not captured; the most memorable were kept."
+        ),
+        "{context}"
+    );
+    assert!(!context.contains(&topic_decision(3)), "{context}");
+}
+
+#[test]
+fn defect_14_the_cap_is_a_flag_and_a_setting() {
+    require_model();
+    let s = Session::new();
+    let transcript = long_transcript(&s);
+    let report = s.hook(input(&transcript), &["--json", "--max-candidates", "4"]).stdout;
+    assert_eq!((report["max_candidates"].as_u64(), report["dropped"].as_array().map(Vec::len)), (Some(4), Some(36)));
+    let expected: Vec<String> = [0, 1, 2, 39].into_iter().map(topic_decision).collect();
+    assert_eq!(contents(&s.stored()), expected.iter().map(String::as_str).collect::<Vec<_>>());
+
+    let s = Session::new();
+    let transcript = long_transcript(&s);
+    let config = s.path("memdedup.toml");
+    std::fs::write(&config, "[hook]\nmax_candidates = 2\n").expect("writable");
+    let config = config.display().to_string();
+    let report = s.hook(input(&transcript), &["--config", &config, "--json"]).stdout;
+    assert_eq!(report["max_candidates"], 2, "{report}");
+    assert_eq!(s.stored().len(), 2);
+    // The flag wins over the setting.
+    let s2 = Session::new();
+    let transcript = long_transcript(&s2);
+    let report = s2.hook(input(&transcript), &["--config", &config, "--json", "--max-candidates", "3"]).stdout;
+    assert_eq!(report["max_candidates"], 3, "{report}");
+    // Out of range is brought into range with a warning: the hook still exits 0.
+    let s3 = Session::new();
+    let transcript = long_transcript(&s3);
+    let ran = s3.hook(input(&transcript), &["--json", "--max-candidates", "0"]);
+    assert!(ran.stderr.contains("--max-candidates 0 is outside 1..=200; using 1"), "{}", ran.stderr);
+    assert_eq!(ran.stdout["max_candidates"], 1);
 }
 
 /// The failure message each bad input gives, and the reason it is counted under.
@@ -546,4 +606,60 @@ fn defect_17_hook_input_with_a_bom_and_a_timeout_out_of_range_still_capture_and_
     let ran = s.hook(with_bom, &["--timeout", "0"]);
     assert!(ran.stderr.contains("--timeout 0 is outside 1..=600 s; using 1 s"), "{}", ran.stderr);
     assert!(ran.context().contains("memdedup"), "{}", ran.context());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn defect_18_hook_judge_is_the_pair_judge_as_on_add_and_extractor_picks_the_llm() {
+    require_model();
+    let judges = |report: &Value| -> Vec<String> {
+        let results = report["results"].as_array().expect("results");
+        results.iter().map(|r| r["check"]["judge"].as_str().unwrap_or_default().to_owned()).collect()
+    };
+    // `--judge local` decides duplicates, as on `add`; the offline analyser finds candidates.
+    for judge in ["local", "cosine"] {
+        let s = Session::new();
+        let transcript = s.transcript("t.jsonl", &short_transcript());
+        let report = s.hook(input(&transcript), &["--json", "--judge", judge]).stdout;
+        assert_eq!(report["analyser"], "offline", "{report}");
+        assert_eq!(judges(&report), [judge; 4], "{report}");
+    }
+    // With an LLM configured, `--judge local` no longer means "offline": the LLM is asked.
+    let fake = FakeLlm::start(Arc::new(|_: &FakeRequest| {
+        facts_reply(
+            json!([{"content": "User prefers tabs for indentation", "category": "preference", "confidence": 0.9}]),
+        )
+    }));
+    let s = Session::new();
+    let config = llm_config(&s, &fake);
+    let transcript = s.transcript("t.jsonl", &short_transcript());
+    let report = s.hook(input(&transcript), &["--config", &config, "--json", "--judge", "local"]).stdout;
+    assert_eq!(report["analyser"], "llm", "{report}");
+    assert_eq!(judges(&report), ["local"], "{report}");
+    let asked = fake.request_count();
+    assert!(asked >= 1);
+    // `--extractor offline` never asks it.
+    let s = Session::new();
+    let config = llm_config(&s, &fake);
+    let transcript = s.transcript("t.jsonl", &short_transcript());
+    let report = s.hook(input(&transcript), &["--config", &config, "--json", "--extractor", "offline"]).stdout;
+    assert_eq!(report["analyser"], "offline", "{report}");
+    assert_eq!(fake.request_count(), asked);
+    // `--extractor openai` with its URL and model, no config file.
+    let s = Session::new();
+    let transcript = s.transcript("t.jsonl", &short_transcript());
+    let url = fake.base_url();
+    let args = ["--json", "--extractor", "openai", "--extractor-url", &url, "--extractor-model", "m"];
+    let report = s.hook(input(&transcript), &args).stdout;
+    assert_eq!(report["analyser"], "llm", "{report}");
+    // The former spelling still works, with a warning.
+    let s = Session::new();
+    let transcript = s.transcript("t.jsonl", &short_transcript());
+    let ran = s.hook(input(&transcript), &["--json", "--judge", "openai", "--judge-url", &url, "--judge-model", "m"]);
+    assert_eq!(ran.stdout["analyser"], "llm", "{}", ran.stdout);
+    assert!(
+        ran.stderr.contains("warning: --judge openai|anthropic is now --extractor openai|anthropic"),
+        "{}",
+        ran.stderr
+    );
+    assert!(ran.stderr.contains("warning: --judge-url is now --extractor-url"), "{}", ran.stderr);
 }

@@ -16,7 +16,7 @@ mod cues;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
@@ -141,7 +141,7 @@ impl CaptureCandidate {
 /// The bounds [`analyze_messages_with`] applies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CaptureLimits {
-    /// The most candidates returned: the latest ones of the conversation.
+    /// The most candidates returned: the most memorable of the conversation.
     pub max_candidates: usize,
     /// The fewest characters of a candidate sentence.
     pub min_chars: usize,
@@ -164,32 +164,81 @@ pub fn analyze_messages(messages: &[ConversationMessage]) -> Vec<CaptureCandidat
     analyze_messages_with(messages, &CaptureLimits::default())
 }
 
-/// The capture candidates of a conversation.
+/// The capture candidates of a conversation ([`analyze_conversation`] without the count
+/// of what was left out).
+pub fn analyze_messages_with(messages: &[ConversationMessage], limits: &CaptureLimits) -> Vec<CaptureCandidate> {
+    analyze_conversation(messages, limits).candidates
+}
+
+/// What the analysis of a conversation found.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CaptureAnalysis {
+    /// The candidates kept, in conversation order.
+    pub candidates: Vec<CaptureCandidate>,
+    /// The candidates over `max_candidates`: the least memorable, in conversation order.
+    pub dropped: Vec<CaptureCandidate>,
+}
+
+/// The capture candidates of a conversation, and how many were left out.
 ///
 /// **Invariant:** the candidates are in conversation order (by message, then by position
 /// in it); no two have the same [`normalize_content`] form (of repeated statements the
-/// latest is kept); there are at most `limits.max_candidates`, the latest ones when the
-/// conversation holds more. Messages are read from the end and reading stops once the
-/// limit is reached, so a long conversation costs little more than its tail.
-pub fn analyze_messages_with(messages: &[ConversationMessage], limits: &CaptureLimits) -> Vec<CaptureCandidate> {
-    let mut found = Vec::new();
-    let mut seen = HashSet::new();
+/// latest is kept); there are at most `limits.max_candidates`. When the conversation
+/// holds more, the most memorable are kept ([`memorability`]: decisions and preferences
+/// before conventions and lessons, the user's statements, concrete details and statements
+/// made more than once first; the later of equals), and `dropped` holds the rest. Every
+/// message is read, so an early decision is weighed like a late one.
+pub fn analyze_conversation(messages: &[ConversationMessage], limits: &CaptureLimits) -> CaptureAnalysis {
     if limits.max_candidates == 0 {
-        return found;
+        return CaptureAnalysis::default();
     }
-    'messages: for (index, message) in messages.iter().enumerate().rev() {
-        let in_message = message_candidates(message, index, limits);
-        for candidate in in_message.into_iter().rev() {
-            if seen.insert(normalize_content(&candidate.content)) {
-                found.push(candidate);
-                if found.len() == limits.max_candidates {
-                    break 'messages;
+    // The latest occurrence of each statement: its place in the conversation, who said
+    // it, how often it was said.
+    let mut found: Vec<(usize, CaptureCandidate, Speaker, u32)> = Vec::new();
+    let mut at: HashMap<String, usize> = HashMap::new();
+    let mut place = 0;
+    for (index, message) in messages.iter().enumerate() {
+        for candidate in message_candidates(message, index, limits) {
+            place += 1;
+            let key = normalize_content(&candidate.content);
+            match at.get(&key) {
+                Some(&slot) => {
+                    let times = found[slot].3.saturating_add(1);
+                    found[slot] = (place, candidate, message.speaker, times);
+                }
+                None => {
+                    at.insert(key, found.len());
+                    found.push((place, candidate, message.speaker, 1));
                 }
             }
         }
     }
-    found.reverse();
-    found
+    let mut dropped = Vec::new();
+    if found.len() > limits.max_candidates {
+        // Most memorable first; of equals the later (it is the current word).
+        found.sort_by_key(|(place, candidate, speaker, times)| {
+            (std::cmp::Reverse(memorability(candidate, *speaker, *times)), std::cmp::Reverse(*place))
+        });
+        dropped = found.split_off(limits.max_candidates);
+        dropped.sort_by_key(|(place, ..)| *place);
+    }
+    found.sort_by_key(|(place, ..)| *place);
+    let candidates = |found: Vec<(usize, CaptureCandidate, Speaker, u32)>| found.into_iter().map(|f| f.1).collect();
+    CaptureAnalysis { candidates: candidates(found), dropped: candidates(dropped) }
+}
+
+/// How memorable a candidate is, for choosing among more than fit: 3 for a decision or
+/// preference, 2 for a convention or lesson; +1 when the user said it; +1 when it holds a
+/// concrete detail (a code span, number, path or flag); +1 when it was said more than once.
+pub fn memorability(candidate: &CaptureCandidate, speaker: Speaker, times_stated: u32) -> u32 {
+    let kind = match candidate.kind {
+        CaptureKind::Decision | CaptureKind::Preference => 3,
+        CaptureKind::Pattern | CaptureKind::Learning => 2,
+    };
+    let user = u32::from(speaker == Speaker::User);
+    let concrete = u32::from(!crate::specifics(&candidate.content).is_empty());
+    let repeated = u32::from(times_stated > 1);
+    kind + user + concrete + repeated
 }
 
 /// The candidates of one message, in order.
@@ -369,9 +418,69 @@ const HYPOTHETICAL_OPENERS: [&str; 13] = [
     "in case",
 ];
 
-/// Filler words a sentence may open with, removed from the candidate ("OK, let's go with …").
-const FILLERS: [&str; 13] =
-    ["ok", "okay", "so", "also", "alright", "all right", "great", "right", "yes", "yeah", "sure", "perfect", "got it"];
+/// Filler a sentence may open with, followed by `,`, `!`, `.` or `:`, removed from the
+/// candidate ("OK, let's go with …", "Actually, the root cause …"); several in a row are
+/// all removed.
+const FILLERS: [&str; 33] = [
+    "ok",
+    "okay",
+    "so",
+    "also",
+    "alright",
+    "all right",
+    "great",
+    "right",
+    "yes",
+    "yeah",
+    "sure",
+    "perfect",
+    "got it",
+    "actually",
+    "anyway",
+    "anyways",
+    "basically",
+    "honestly",
+    "well",
+    "oh",
+    "btw",
+    "by the way",
+    "for the record",
+    "to be clear",
+    "just to be clear",
+    "to recap",
+    "in short",
+    "again",
+    "as i said",
+    "as mentioned",
+    "as discussed",
+    "one more thing",
+    "fyi",
+];
+
+/// Words that open a conversational lead-in ending in a colon ("Just to restate for the
+/// record: …", "Actually one more thing on the DB: …"); the lead-in is dropped when what
+/// follows the colon is a candidate by itself.
+const LEAD_IN_OPENERS: [&str; 16] = [
+    "just ",
+    "actually",
+    "one more thing",
+    "to restate",
+    "restating",
+    "for the record",
+    "to recap",
+    "recap",
+    "to be clear",
+    "to summari",
+    "to sum up",
+    "in summary",
+    "quick note",
+    "reminder",
+    "again",
+    "as i said",
+];
+
+/// The most words of a lead-in dropped before a colon.
+const MAX_LEAD_IN_WORDS: usize = 10;
 
 /// The candidate a sentence makes, if any.
 fn candidate(sentence: &str, speaker: Speaker, message: usize, limits: &CaptureLimits) -> Option<CaptureCandidate> {
@@ -380,6 +489,16 @@ fn candidate(sentence: &str, speaker: Speaker, message: usize, limits: &CaptureL
         return None;
     }
     let cleaned = clean(sentence);
+    if let Some(rest) = after_lead_in(&cleaned)
+        && let Some(found) = classified(&rest, speaker, message, limits)
+    {
+        return Some(found);
+    }
+    classified(&cleaned, speaker, message, limits)
+}
+
+/// The candidate a cleaned sentence makes: the bounds, no hypothetical opener, a cue.
+fn classified(cleaned: &str, speaker: Speaker, message: usize, limits: &CaptureLimits) -> Option<CaptureCandidate> {
     let chars = cleaned.chars().count();
     if chars < limits.min_chars || chars > limits.max_chars || cleaned.split(' ').count() < MIN_CANDIDATE_WORDS {
         return None;
@@ -389,26 +508,41 @@ fn candidate(sentence: &str, speaker: Speaker, message: usize, limits: &CaptureL
         return None;
     }
     let (kind, cue) = cues::classify(&lower, speaker)?;
-    Some(CaptureCandidate { content: finish(&cleaned), kind, cue, message })
+    Some(CaptureCandidate { content: finish(cleaned), kind, cue, message })
 }
 
-/// The sentence with emphasis markers removed, whitespace collapsed and a leading filler
-/// word dropped.
+/// What follows a conversational lead-in and its colon, cleaned, if the sentence opens
+/// with one.
+fn after_lead_in(cleaned: &str) -> Option<String> {
+    let (lead, rest) = cleaned.split_once(": ")?;
+    let lower = lead.to_lowercase();
+    let is_lead_in = LEAD_IN_OPENERS.iter().any(|o| lower.starts_with(o))
+        && lead.split_whitespace().count() <= MAX_LEAD_IN_WORDS
+        && !lead.contains('`');
+    is_lead_in.then(|| clean(rest))
+}
+
+/// The sentence with emphasis markers removed, whitespace collapsed and leading filler
+/// words dropped.
 fn clean(sentence: &str) -> String {
     let without = sentence.replace("**", "").replace("__", "");
     let mut text = without.split_whitespace().collect::<Vec<_>>().join(" ");
-    for filler in FILLERS {
-        let len = filler.len();
-        if text.len() > len
-            && text.is_char_boundary(len)
-            && text[..len].eq_ignore_ascii_case(filler)
-            && matches!(text.as_bytes()[len], b',' | b'!' | b'.')
-        {
-            text = text[len + 1..].trim_start().to_owned();
-            break;
-        }
+    while let Some(rest) = without_filler(&text) {
+        text = rest;
     }
     text
+}
+
+/// `text` without its opening filler word and the punctuation after it, if it has one.
+fn without_filler(text: &str) -> Option<String> {
+    FILLERS.iter().find_map(|filler| {
+        let len = filler.len();
+        (text.len() > len
+            && text.is_char_boundary(len)
+            && text[..len].eq_ignore_ascii_case(filler)
+            && matches!(text.as_bytes()[len], b',' | b'!' | b'.' | b':'))
+        .then(|| text[len + 1..].trim_start().to_owned())
+    })
 }
 
 /// The sentence with a capital first letter and closing punctuation.

@@ -50,8 +50,9 @@ mod threshold;
 
 pub use api_error::{MAX_API_ERROR_TEXT, api_error_message, error_chain, truncate_error_text};
 pub use capture::{
-    CaptureCandidate, CaptureKind, CaptureLimits, ConversationMessage, MAX_CANDIDATE_CHARS, MAX_CAPTURE_CANDIDATES,
-    MIN_CANDIDATE_CHARS, Speaker, analyze_messages, analyze_messages_with,
+    CaptureAnalysis, CaptureCandidate, CaptureKind, CaptureLimits, ConversationMessage, MAX_CANDIDATE_CHARS,
+    MAX_CAPTURE_CANDIDATES, MIN_CANDIDATE_CHARS, Speaker, analyze_conversation, analyze_messages,
+    analyze_messages_with, memorability,
 };
 pub use content_hash::{ContentHash, is_blank, normalize_content};
 pub use contrast::{CONTRAST_KINDS, Contrast, TextFeatures, contrast, contrast_features};

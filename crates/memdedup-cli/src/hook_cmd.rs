@@ -17,16 +17,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use memdedup::crates::core::analyze_messages;
+use memdedup::crates::core::{CaptureCandidate, CaptureLimits, MAX_CAPTURE_CANDIDATES, analyze_conversation};
 use memdedup::crates::store::Store;
-use memdedup::{AddOutcome, CheckType, JudgeOverrides, NewMemory, Scope};
+use memdedup::{AddOutcome, CheckType, JudgeOverrides, MAX_HOOK_CANDIDATES, NewMemory, Scope};
 use serde::Serialize;
 use serde_json::Value;
 use tokio::time::timeout_at;
 
 use crate::checker::Checker;
+use crate::cli::GlobalArgs;
 use crate::cli::hook::{HookCommand, PreCompactArgs};
-use crate::cli::{GlobalArgs, PairJudgeArgs};
 use crate::open::{config_file, open_store};
 use crate::precompact::{HOOK_FAILURE_DOMAIN, HOOK_FAILURE_NAMESPACE};
 use crate::verdict::warn_degraded;
@@ -104,6 +104,10 @@ pub(crate) struct Run {
     /// Milliseconds spent reading the transcript and finding the candidates.
     pub analysis_ms: Option<u64>,
     pub candidates: Vec<Candidate>,
+    /// Candidates found over the cap and not captured (the least memorable).
+    pub dropped: Vec<Candidate>,
+    /// The cap on candidates, once candidates were looked for.
+    pub max_candidates: Option<usize>,
     pub outcomes: Vec<(String, Scope, AddOutcome)>,
     /// Each failure with a short message that holds no memory text.
     pub failures: Vec<(Failure, String)>,
@@ -118,6 +122,15 @@ impl Run {
         if !self.failed(failure) {
             self.failures.push((failure, message));
         }
+    }
+
+    /// Records the cap and the candidates over it.
+    fn note_dropped(&mut self, dropped: Vec<Candidate>, cap: usize) {
+        if !dropped.is_empty() {
+            tracing::info!(dropped = dropped.len(), cap, "pre-compact hook: candidates over the cap were not captured");
+        }
+        self.dropped = dropped;
+        self.max_candidates = Some(cap);
     }
 
     fn failed(&self, failure: Failure) -> bool {
@@ -148,6 +161,12 @@ const TIMEOUT_RANGE: std::ops::RangeInclusive<u64> = 1..=600;
 async fn pre_compact(global: &GlobalArgs, args: &PreCompactArgs) -> Result<()> {
     let started = Instant::now();
     let budget = time_budget(global, args.timeout);
+    for spelling in args.deprecated_spellings() {
+        tracing::warn!("pre-compact hook: {spelling}");
+        if !global.quiet {
+            eprintln!("warning: {spelling}");
+        }
+    }
     let end = tokio::time::Instant::from_std(started + Duration::from_secs(budget));
     let wrap_up = WRAP_UP.min(Duration::from_secs(budget) / 4);
     let mut run = Run::default();
@@ -195,7 +214,7 @@ async fn pipeline(global: &GlobalArgs, args: &PreCompactArgs, deadline: tokio::t
     if run.candidates.is_empty() {
         return;
     }
-    let judge = PairJudgeArgs::default();
+    let judge = args.pair_judge();
     let mut checker = match Checker::open(global, &judge).await {
         Ok(checker) => checker,
         Err(e) => {
@@ -254,15 +273,17 @@ async fn find_candidates(
     messages: &[memdedup::crates::core::ConversationMessage],
     run: &mut Run,
 ) -> Vec<Candidate> {
+    let max_candidates = max_candidates(global, args);
     if !args.offline {
         match chat_model(global, args) {
             Ok(None) => {}
             Ok(Some(model)) => {
                 let turns = llm::last_turns(messages);
                 let budget = deadline.saturating_duration_since(tokio::time::Instant::now()) / 2;
-                match tokio::time::timeout(budget, llm::extract(model, turns)).await {
+                match tokio::time::timeout(budget, llm::extract(model, turns, max_candidates)).await {
                     Ok(Ok(found)) => {
                         run.analyser = Some("llm");
+                        run.note_dropped(found.dropped, max_candidates);
                         run.llm_calls = found.calls;
                         run.llm_skipped_invalid = found.skipped_invalid;
                         tracing::info!(
@@ -286,30 +307,54 @@ async fn find_candidates(
         }
     }
     run.analyser = Some("offline");
-    analyze_messages(messages)
-        .into_iter()
-        .map(|c| Candidate {
-            namespace: c.namespace(),
-            kind: c.kind.memory_kind(),
-            why: c.cue.to_owned(),
-            content: c.content,
-        })
-        .collect()
+    let limits = CaptureLimits { max_candidates, ..CaptureLimits::default() };
+    let analysis = analyze_conversation(messages, &limits);
+    let candidate = |c: CaptureCandidate| Candidate {
+        namespace: c.namespace(),
+        kind: c.kind.memory_kind(),
+        why: c.cue.to_owned(),
+        content: c.content,
+    };
+    run.note_dropped(analysis.dropped.into_iter().map(candidate).collect(), max_candidates);
+    analysis.candidates.into_iter().map(candidate).collect()
 }
 
-/// The chat model of the judge when an LLM judge is chosen (flags, `MEMDEDUP_JUDGE`,
-/// `[judge] kind`); `None` when no judge or the local one is.
+/// The cap on candidates: `--max-candidates` (brought into 1 to
+/// [`MAX_HOOK_CANDIDATES`] with a warning, as `--timeout` is), else `[hook]
+/// max_candidates`, else [`MAX_CAPTURE_CANDIDATES`] (a config file that cannot be read is
+/// the store's failure, reported when it opens).
+fn max_candidates(global: &GlobalArgs, args: &PreCompactArgs) -> usize {
+    let cap = match args.max_candidates {
+        Some(asked) => {
+            let cap = asked.clamp(1, MAX_HOOK_CANDIDATES);
+            if cap != asked {
+                tracing::warn!(asked, cap, "pre-compact hook: --max-candidates out of range");
+                if !global.quiet {
+                    eprintln!("warning: --max-candidates {asked} is outside 1..={MAX_HOOK_CANDIDATES}; using {cap}");
+                }
+            }
+            cap
+        }
+        None => match config_file(global).ok().and_then(|c| c.hook_max_candidates().ok().flatten()) {
+            Some(configured) => configured,
+            None => MAX_CAPTURE_CANDIDATES as u64,
+        },
+    };
+    usize::try_from(cap).unwrap_or(MAX_CAPTURE_CANDIDATES)
+}
+
+/// The chat model of the extractor when an LLM is chosen (`--extractor`, then
+/// `MEMDEDUP_JUDGE`, then `[judge] kind`); `None` for the offline analyser.
 fn chat_model(
     global: &GlobalArgs,
     args: &PreCompactArgs,
 ) -> Result<Option<Arc<dyn memdedup::crates::llm::ChatModel>>, String> {
-    let overrides = JudgeOverrides {
-        kind: args.judge.judge.clone(),
-        base_url: args.judge.judge_url.clone(),
-        model: args.judge.judge_model.clone(),
-        params: None,
-    };
-    let describe = |e: &dyn std::fmt::Display| format!("the LLM judge is misconfigured ({e})");
+    let (kind, base_url, model) = args.extractor_choice();
+    if kind.as_deref() == Some("offline") {
+        return Ok(None);
+    }
+    let overrides = JudgeOverrides { kind, base_url, model, params: None };
+    let describe = |e: &dyn std::fmt::Display| format!("the LLM extractor is misconfigured ({e})");
     // A config file that cannot be read is the store's failure, reported when it opens.
     let Ok(config) = config_file(global) else {
         return Ok(None);

@@ -18,7 +18,11 @@ pub const INDEX_MEMORY_ENV_VAR: &str = "MEMDEDUP_INDEX_MEMORY_MB";
 /// The largest index memory budget accepted, in MiB (1 TiB): anything above is a typo.
 pub const MAX_INDEX_MEMORY_MB: u64 = 1 << 20;
 
-const KNOWN_TABLES: [&str; 6] = ["store", "dedup", "embedder", "server", "judge", "client"];
+const KNOWN_TABLES: [&str; 7] = ["store", "dedup", "embedder", "server", "judge", "client", "hook"];
+/// The keys of `[hook]`.
+const HOOK_KEYS: [&str; 1] = ["max_candidates"];
+/// The most candidates `[hook] max_candidates` may ask for.
+pub const MAX_HOOK_CANDIDATES: u64 = 200;
 /// The keys of `[store]`.
 const STORE_KEYS: [&str; 2] = ["db", "index_memory_mb"];
 /// The keys of `[embedder]`.
@@ -118,6 +122,9 @@ pub enum EmbedderSettings {
 /// token_env = "MEMDEDUP_API_TOKEN"
 /// max_reply_bytes = 1048576     # a longer reply: the server is unavailable for the call
 ///
+/// [hook]                        # hook pre-compact
+/// max_candidates = 20           # the most memories captured from one conversation
+///
 /// [server]                      # memdedup serve; see docs/HTTP.md
 /// addr = "127.0.0.1:3100"
 /// [[server.tokens]]
@@ -156,7 +163,7 @@ impl ConfigFile {
         let table: toml::Table = text.parse().map_err(|e: toml::de::Error| config_error(e.to_string()))?;
         if let Some(unknown) = table.keys().find(|k| !KNOWN_TABLES.contains(&k.as_str())) {
             return Err(config_error(format!(
-                "unknown table `{unknown}` (known: store, dedup, embedder, server, judge, client)"
+                "unknown table `{unknown}` (known: store, dedup, embedder, server, judge, client, hook)"
             )));
         }
         let config = ConfigFile { path: Some(origin.to_path_buf()), table };
@@ -166,6 +173,7 @@ impl ConfigFile {
         config.dedup_config_without_env()?;
         config.check_judge_table()?;
         config.client_without_env(None)?;
+        config.hook_max_candidates()?;
         Ok(config)
     }
 
@@ -346,6 +354,23 @@ impl ConfigFile {
             },
         };
         Ok(Some(ClientSettings { url, timeout: Duration::from_millis(timeout_ms), token_env, max_reply_bytes }))
+    }
+
+    /// `[hook] max_candidates`: the most memories `hook pre-compact` captures from one
+    /// conversation (1 to [`MAX_HOOK_CANDIDATES`]), if set.
+    pub fn hook_max_candidates(&self) -> Result<Option<u64>> {
+        let Some(section) = self.table.get("hook") else { return Ok(None) };
+        let Some(section) = section.as_table() else { return Err(self.error("`hook` must be a table".to_owned())) };
+        if let Some(unknown) = section.keys().find(|k| !HOOK_KEYS.contains(&k.as_str())) {
+            return Err(self.error(format!("unknown key `hook.{unknown}` (known: hook.max_candidates)")));
+        }
+        match section.get("max_candidates") {
+            None => Ok(None),
+            Some(toml::Value::Integer(n)) if (1..=MAX_HOOK_CANDIDATES as i64).contains(n) => Ok(Some(*n as u64)),
+            Some(other) => Err(self.error(format!(
+                "`hook.max_candidates` must be an integer from 1 to {MAX_HOOK_CANDIDATES}, not {other}"
+            ))),
+        }
     }
 
     /// Where this configuration came from, for error messages.
@@ -539,6 +564,22 @@ mod tests {
             ("[client]\nmax_reply_bytes = 10\n", "`client.max_reply_bytes` must be an integer from 1024 to 67108864"),
             ("[client]\ntoken_env = \"\"\n", "`client.token_env` \"\" is not"),
             ("[client]\ntoken = \"secret\"\n", "unknown key `client.token`"),
+        ] {
+            let err = parse(text).unwrap_err().to_string();
+            assert!(err.contains("memdedup.toml") && err.contains(expected), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn defect_14_hook_max_candidates_is_read_and_bounded() {
+        assert_eq!(parse("").unwrap().hook_max_candidates().unwrap(), None);
+        assert_eq!(parse("[hook]\nmax_candidates = 50\n").unwrap().hook_max_candidates().unwrap(), Some(50));
+        for (text, expected) in [
+            ("[hook]\nmax_candidates = 0\n", "`hook.max_candidates` must be an integer from 1 to 200, not 0"),
+            ("[hook]\nmax_candidates = 201\n", "from 1 to 200, not 201"),
+            ("[hook]\nmax_candidates = \"20\"\n", "must be an integer"),
+            ("[hook]\nmax = 3\n", "unknown key `hook.max`"),
+            ("hook = 3\n", "`hook` must be a table"),
         ] {
             let err = parse(text).unwrap_err().to_string();
             assert!(err.contains("memdedup.toml") && err.contains(expected), "{text}: {err}");

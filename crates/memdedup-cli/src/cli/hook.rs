@@ -1,8 +1,10 @@
 //! The arguments of `memdedup hook …`: commands that agent hooks run.
 
+use std::path::PathBuf;
+
 use clap::{Args, Subcommand};
 
-use super::dedup::JudgeArgs;
+use super::PairJudgeArgs;
 
 /// The `hook` subcommands.
 #[derive(Debug, Subcommand)]
@@ -11,15 +13,16 @@ pub(crate) enum HookCommand {
     /// conversation before it is compacted (a PreCompact hook).
     ///
     /// Reads the hook's JSON on stdin, reads the JSONL transcript it names (the last
-    /// 16 MiB of a longer one), finds at most 20 candidate memories in the user's and the
-    /// assistant's text (not in tool calls, tool results, thinking or summaries), stores
-    /// those that duplicate no stored memory (exact, then semantic, then recent) and
-    /// prints the hook output: what was captured, with URNs, and what was skipped and why.
+    /// 16 MiB of a longer one), finds candidate memories in the user's and the
+    /// assistant's text (not in tool calls, tool results, thinking or summaries; at most
+    /// --max-candidates, the most memorable), stores those that duplicate no stored memory
+    /// (exact, then semantic, then recent) and prints the hook output: what was captured,
+    /// with URNs, what was skipped and why, and how many candidates were over the cap.
     ///
     /// Candidates come from the offline analyser (cue phrases: "we decided", "turns out",
-    /// "the convention is", "I prefer", …), or from the judge's LLM when one is chosen
-    /// (--judge openai|anthropic, MEMDEDUP_JUDGE or `[judge] kind`), falling back to the
-    /// offline analyser when it fails. Whatever fails, the command prints valid hook
+    /// "the convention is", "I prefer", …), or from an LLM when one is chosen
+    /// (--extractor openai|anthropic, MEMDEDUP_JUDGE or `[judge] kind`), falling back to
+    /// the offline analyser when it fails. Whatever fails, the command prints valid hook
     /// output saying what failed and exits 0, so it never blocks the agent; failures are
     /// counted in `memdedup stats`. Add it to .claude/settings.json as
     /// `"command": "memdedup hook pre-compact"` (docs/CLI.md shows the whole entry).
@@ -32,13 +35,93 @@ pub(crate) struct PreCompactArgs {
     /// outside is brought into range with a warning, since the hook must exit 0).
     #[arg(long, value_name = "SECS", default_value_t = 30)]
     pub timeout: u64,
-    /// Never ask an LLM: use the offline analyser even when a judge is configured.
-    #[arg(long)]
+    /// What finds the candidates: `offline` (cue phrases), or an LLM's API, `openai` (any
+    /// OpenAI-compatible /v1/chat/completions server) or `anthropic`. Default: the LLM of
+    /// $MEMDEDUP_JUDGE or `[judge] kind` when it names one, else offline.
+    #[arg(
+        long,
+        value_name = "offline|openai|anthropic",
+        value_parser = ["offline", "openai", "anthropic"],
+        ignore_case = true
+    )]
+    pub extractor: Option<String>,
+    /// The extractor API's base URL, e.g. http://127.0.0.1:11434/v1 (default:
+    /// $MEMDEDUP_JUDGE_URL, else `[judge] base_url`).
+    #[arg(long, value_name = "URL")]
+    pub extractor_url: Option<String>,
+    /// The extractor's model name (default: $MEMDEDUP_JUDGE_MODEL, else `[judge] model`).
+    #[arg(long, value_name = "NAME")]
+    pub extractor_model: Option<String>,
+    /// Never ask an LLM: the same as `--extractor offline`.
+    #[arg(long, conflicts_with = "extractor")]
     pub offline: bool,
-    #[command(flatten)]
-    pub judge: JudgeArgs,
+    /// What decides a semantic duplicate, as on `add` and `capture`: `cosine`, `learned`
+    /// or `local`. Default: `[dedup] judge`, $MEMDEDUP_DEDUP_JUDGE, else learned.
+    /// (`openai` and `anthropic` are the former spelling of `--extractor`: still taken,
+    /// with a warning.)
+    #[arg(
+        long,
+        value_name = "JUDGE",
+        value_parser = ["cosine", "local", "learned", "openai", "anthropic"],
+        ignore_case = true
+    )]
+    pub judge: Option<String>,
+    /// The local judge's parameter file (JSON: duplicate_floor, related_floor, vetoes).
+    #[arg(long, value_name = "FILE")]
+    pub judge_params: Option<PathBuf>,
+    /// The former spelling of `--extractor-url`.
+    #[arg(long, value_name = "URL", hide = true)]
+    pub judge_url: Option<String>,
+    /// The former spelling of `--extractor-model`.
+    #[arg(long, value_name = "NAME", hide = true)]
+    pub judge_model: Option<String>,
+    /// The most memories captured from one conversation (1 to 200, a value outside is
+    /// brought into range with a warning; default `[hook] max_candidates`, else 20). Over
+    /// it, the most memorable are kept and the output says how many were left out.
+    #[arg(long, value_name = "N")]
+    pub max_candidates: Option<u64>,
     /// Print a JSON report (transcript counts, candidates, each one's outcome, failures)
     /// instead of the hook output.
     #[arg(long)]
     pub json: bool,
+}
+
+impl PreCompactArgs {
+    /// The pair judge of the checks, as `add` reads it (a former `--judge openai` is not one).
+    pub(crate) fn pair_judge(&self) -> PairJudgeArgs {
+        let judge = self.judge.clone().filter(|j| !is_llm(j));
+        PairJudgeArgs { judge, judge_params: self.judge_params.clone() }
+    }
+
+    /// The extractor chosen on the command line: `--extractor`, `--offline`, else a former
+    /// `--judge openai|anthropic`; its URL and model likewise.
+    pub(crate) fn extractor_choice(&self) -> (Option<String>, Option<String>, Option<String>) {
+        let kind = if self.offline {
+            Some("offline".to_owned())
+        } else {
+            self.extractor.clone().or_else(|| self.judge.clone().filter(|j| is_llm(j)))
+        };
+        let url = self.extractor_url.clone().or_else(|| self.judge_url.clone());
+        let model = self.extractor_model.clone().or_else(|| self.judge_model.clone());
+        (kind.map(|k| k.to_ascii_lowercase()), url, model)
+    }
+
+    /// Warnings for the former spellings used.
+    pub(crate) fn deprecated_spellings(&self) -> Vec<&'static str> {
+        let mut found = Vec::new();
+        if self.judge.as_deref().is_some_and(is_llm) {
+            found.push("--judge openai|anthropic is now --extractor openai|anthropic");
+        }
+        if self.judge_url.is_some() {
+            found.push("--judge-url is now --extractor-url");
+        }
+        if self.judge_model.is_some() {
+            found.push("--judge-model is now --extractor-model");
+        }
+        found
+    }
+}
+
+fn is_llm(kind: &str) -> bool {
+    kind.eq_ignore_ascii_case("openai") || kind.eq_ignore_ascii_case("anthropic")
 }

@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use memdedup::crates::core::{
-    ConversationMessage, DEFAULT_CONFIDENCE_THRESHOLD, FactCategory, MAX_CAPTURE_CANDIDATES, Speaker, normalize_content,
+    ConversationMessage, DEFAULT_CONFIDENCE_THRESHOLD, ExtractedFact, FactCategory, Speaker, normalize_content,
 };
 use memdedup::crates::llm::{self, ChatModel, ConversationTurn, TokenUsage, extract_facts};
 
@@ -21,9 +21,11 @@ pub(crate) const LLM_MAX_TURN_CHARS: usize = 8_000;
 /// What the LLM found.
 #[derive(Debug, Default)]
 pub(crate) struct LlmCandidates {
-    /// At most [`MAX_CAPTURE_CANDIDATES`], the latest, in conversation order, no two the
-    /// same after normalisation.
+    /// At most the cap, the most confident (of equals the latest), in conversation order,
+    /// no two the same after normalisation.
     pub candidates: Vec<Candidate>,
+    /// Facts over the cap (the least confident), in conversation order.
+    pub dropped: Vec<Candidate>,
     /// Requests sent.
     pub calls: usize,
     /// Facts of the replies that were invalid (an unknown category…), skipped.
@@ -83,7 +85,11 @@ fn bounded(parts: &[&str]) -> String {
 
 /// Asks `model` for the facts of every turn at once. Any failed request fails the whole
 /// extraction (the caller falls back to the offline analyser).
-pub(crate) async fn extract(model: Arc<dyn ChatModel>, turns: Vec<ConversationTurn>) -> llm::Result<LlmCandidates> {
+pub(crate) async fn extract(
+    model: Arc<dyn ChatModel>,
+    turns: Vec<ConversationTurn>,
+    max_candidates: usize,
+) -> llm::Result<LlmCandidates> {
     let mut tasks = tokio::task::JoinSet::new();
     let calls = turns.iter().filter(|t| !t.user.trim().is_empty() || !t.assistant.trim().is_empty()).count();
     for (index, turn) in turns.into_iter().enumerate() {
@@ -106,21 +112,29 @@ pub(crate) async fn extract(model: Arc<dyn ChatModel>, turns: Vec<ConversationTu
         usage.output_tokens = usage.output_tokens.saturating_add(extraction.usage.output_tokens);
         all.extend(extraction.kept);
     }
+    // The latest statement of each fact, in conversation order.
     let mut seen = HashSet::new();
-    let mut candidates: Vec<Candidate> = all
-        .into_iter()
-        .rev()
-        .filter(|fact| seen.insert(normalize_content(&fact.content)))
-        .take(MAX_CAPTURE_CANDIDATES)
-        .map(|fact| Candidate {
-            namespace: namespace(fact.category),
-            kind: fact.category.as_str(),
-            why: format!("llm: {} {:.2}", fact.category, fact.confidence),
-            content: fact.content,
-        })
-        .collect();
-    candidates.reverse();
-    Ok(LlmCandidates { candidates, calls, skipped_invalid, usage })
+    let mut facts: Vec<(usize, ExtractedFact)> =
+        all.into_iter().rev().filter(|fact| seen.insert(normalize_content(&fact.content))).enumerate().collect();
+    let mut dropped = Vec::new();
+    if facts.len() > max_candidates {
+        // The most confident first; of equals the later (the lower index, read backwards).
+        facts.sort_by(|(i, a), (j, b)| b.confidence.total_cmp(&a.confidence).then(i.cmp(j)));
+        dropped = facts.split_off(max_candidates);
+    }
+    let candidates = |mut facts: Vec<(usize, ExtractedFact)>| -> Vec<Candidate> {
+        facts.sort_by_key(|(i, _)| std::cmp::Reverse(*i));
+        facts
+            .into_iter()
+            .map(|(_, fact)| Candidate {
+                namespace: namespace(fact.category),
+                kind: fact.category.as_str(),
+                why: format!("llm: {} {:.2}", fact.category, fact.confidence),
+                content: fact.content,
+            })
+            .collect()
+    };
+    Ok(LlmCandidates { candidates: candidates(facts), dropped: candidates(dropped), calls, skipped_invalid, usage })
 }
 
 /// What failed, in a few words, without the model's reply or the conversation.

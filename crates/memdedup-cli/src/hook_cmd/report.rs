@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 
 use super::Run;
 use super::claude_transcript::Transcript;
+use crate::output::plural;
 use crate::precompact::additional_context;
 use crate::verdict::add_json;
 
@@ -47,6 +48,15 @@ fn context(run: &Run) -> String {
     } else {
         additional_context(&run.outcomes)
     };
+    if !run.dropped.is_empty() {
+        let (dropped, cap) = (run.dropped.len(), run.max_candidates.unwrap_or_default());
+        text.push_str(&format!(
+            "\n\nmemdedup: {} over the cap of {cap} (--max-candidates, [hook] max_candidates) \
+             {} not captured; the most memorable were kept.",
+            plural(dropped, "more candidate"),
+            if dropped == 1 { "was" } else { "were" }
+        ));
+    }
     if !run.failures.is_empty() {
         let messages: Vec<&str> = run.failures.iter().map(|(_, message)| message.as_str()).collect();
         text.push_str(&format!("\n\nmemdedup: {}.", messages.join("; ")));
@@ -71,6 +81,8 @@ pub(crate) fn json_report(run: &Run, elapsed: Duration) -> Value {
         "llm_skipped_invalid": run.llm_skipped_invalid,
         "analysis_ms": run.analysis_ms,
         "candidates": run.candidates,
+        "max_candidates": run.max_candidates,
+        "dropped": run.dropped,
         "results": results,
         "stored": stored,
         "skipped": run.outcomes.len() - stored,
