@@ -10,7 +10,8 @@ use serde_json::{Value, json};
 
 use crate::mcp_support::{
     DECISION, DECISION_PARAPHRASE, DOCS, LUNCH, TEN_TOOLS, UNRELATED, add_stored, assert_mentions, call, call_err,
-    call_ok, close, db_state, live_contents, mcp_command, sorted, spawn_collecting_stderr, stdio_client, tools, within,
+    call_ok, close, db_state, live_contents, mcp_command, sorted, spawn_collecting_stderr, stdio_client,
+    stdio_client_with, tools, within,
 };
 use crate::support::{FETCH_MODEL, require_model, run_json, sqlite_db};
 
@@ -333,6 +334,25 @@ async fn mcp_stdio_without_the_model_stores_fail_open_and_names_the_fetch_comman
     assert_eq!(db_state(&db, &[]), before, "the failed calls wrote nothing");
     let fact = json!({"content": "Prefers tea", "category": "preference", "confidence": 0.9});
     assert_eq!(call_ok(&client, "facts_add", fact).await["outcome"], "added");
+    close(client).await;
+}
+
+/// Defect 13: AGENTS.md's per-project recipe (`MEMDEDUP_HOME` in the server's env, no
+/// model there) finds the model in the default cache: semantic dedup works and
+/// `memory_search` answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn defect_13_mcp_with_a_project_memdedup_home_finds_the_model_in_the_default_cache() {
+    require_model();
+    let home = tempfile::tempdir().expect("temporary directory");
+    let db = home.path().join("memdedup.db").display().to_string();
+    let home_dir = home.path().display().to_string();
+    let client = stdio_client_with(&db, &[("MEMDEDUP_HOME", home_dir.as_str())]).await;
+    let first = call_ok(&client, "memory_add", json!({"content": DECISION})).await;
+    assert_eq!((&first["stored"], &first["embedded"]), (&json!(1), &json!(true)), "{first}");
+    let again = call_ok(&client, "memory_add", json!({"content": DECISION_PARAPHRASE})).await;
+    assert_eq!((&again["stored"], &again["check"]["reason"]), (&Value::Null, &json!("SemanticSimilar")), "{again}");
+    let found = call_ok(&client, "memory_search", json!({"query": "billing database"})).await;
+    assert_eq!(found["results"][0]["id"], 1, "{found}");
     close(client).await;
 }
 

@@ -16,6 +16,12 @@ mod result;
 
 pub use result::{AddOutcome, CheckFailure, CheckType, DuplicateCheckResult, DuplicateReason};
 
+/// The note a check carries when the semantic check could not run for want of a model:
+/// a paraphrase of a stored memory is then not caught.
+pub const NO_EMBEDDER_NOTE: &str = "no embedding model is loaded, so the semantic check did not run and a \
+     paraphrase of a stored memory would not be caught (install the model: `cargo xtask fetch-model`, or set \
+     `[embedder] model_dir`)";
+
 /// Seed 004's deduplication service: checks new content against a scope's memories,
 /// exact → semantic → recent, stopping at the first hit, and stores what is new.
 #[derive(Clone)]
@@ -447,7 +453,11 @@ impl DeduplicationService {
                     }
                 }
             }
-            _ => result.not_run.push(CheckType::Semantic),
+            (None, true) => {
+                result.not_run.push(CheckType::Semantic);
+                result.notes.push(NO_EMBEDDER_NOTE.to_owned());
+            }
+            (_, false) => result.not_run.push(CheckType::Semantic),
         }
 
         // 3. Recent: captured in this scope within the window.

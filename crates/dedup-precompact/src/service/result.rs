@@ -239,6 +239,9 @@ impl DuplicateCheckResult {
                 failure.error
             ));
         }
+        if self.notes.iter().any(|n| n == crate::NO_EMBEDDER_NOTE) {
+            explanation.push_str(&format!(" (warning: {})", crate::NO_EMBEDDER_NOTE));
+        }
         explanation
     }
 }
@@ -250,7 +253,9 @@ impl AddOutcome {
     pub fn explanation(&self, scope: &Scope) -> String {
         match &self.urn {
             Some(urn) => {
-                let note = if !self.embedded {
+                let note = if !self.embedded && self.check.notes.iter().any(|n| n == crate::NO_EMBEDDER_NOTE) {
+                    format!(" (warning: {})", crate::NO_EMBEDDER_NOTE)
+                } else if !self.embedded {
                     " (without an embedding: no semantic check ran)".to_owned()
                 } else if matches!(self.check.verdict, PairVerdict::Related | PairVerdict::Uncertain) {
                     format!(" ({})", self.check.explanation(scope))

@@ -219,3 +219,28 @@ mod redis_down {
         assert!(counter(&seen, "dedup_check_failures_total", &[("check_type", "recent")]) >= 1);
     }
 }
+
+/// Defect 13: a service without a model says so in every check and add it answers, so a
+/// tool result never passes an unproven "unique" off as the whole answer.
+#[tokio::test]
+async fn defect_13_without_a_model_checks_and_adds_say_so_loudly() {
+    let db = TestStore::open(Backend::Sqlite).await;
+    let dedup = DeduplicationService::without_embeddings(db.store.clone(), DeduplicationConfig::default());
+    let scope = db.scope("decisions");
+    let text = long("Keep the payment ledger append-only");
+    let checked = dedup.check_duplicate(&text, &scope).await.unwrap();
+    assert_eq!(checked.not_run, [CheckType::Semantic]);
+    assert_eq!(checked.notes, [dedup_precompact::NO_EMBEDDER_NOTE]);
+    let explained = checked.explanation_noting_failures(&scope);
+    assert!(explained.starts_with("unique in "), "{explained}");
+    assert!(
+        explained.contains("(warning: no embedding model is loaded, so the semantic check did not run"),
+        "{explained}"
+    );
+    let added = dedup.add(NewMemory::new(scope.clone(), text)).await.unwrap();
+    assert!(added.stored.is_some() && !added.embedded);
+    assert!(added.explanation(&scope).contains("(warning: no embedding model is loaded"), "{added:?}");
+    // A text too short for the semantic check is not a missing model.
+    let short = dedup.check_duplicate("Ledger.", &scope).await.unwrap();
+    assert!(short.notes.is_empty(), "{short:?}");
+}
