@@ -91,3 +91,34 @@ fn defect_12_similarity_and_check_agree_on_long_texts_that_differ_at_the_end() {
     assert!(printed < 1.0, "similarity printed {printed} for texts that differ");
     assert_close(printed, from_check, 2e-4);
 }
+
+/// Defect 6: `[embedder] max_windows` bounds the windows a long text is embedded from.
+/// With one window, two long texts that differ only past their first window embed alike;
+/// with the default 32, the different ending moves the vector.
+#[test]
+fn defect_6_max_windows_is_a_setting() {
+    require_model();
+    let body: String = (0..120).map(|i| format!("Step {i} of the runbook checks the replica lag first. ")).collect();
+    let first = format!("{body}The ending says to page the database team right away.");
+    let second = format!("{body}{}", "Instead the cache is flushed and the release is rolled back. ".repeat(30));
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let config = dir.path().join("memdedup.toml");
+    std::fs::write(&config, "[embedder]\nmax_windows = 1\n").expect("writable");
+    let with = |config: Option<&std::path::Path>| -> f64 {
+        let mut cmd = memdedup();
+        if let Some(config) = config {
+            cmd.arg("--config").arg(config);
+        }
+        let out = cmd.args(["similarity", "--json", &first, &second]).output().expect("runs");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        json(&out.stdout)["cosine"].as_f64().expect("a cosine")
+    };
+    let one_window = with(Some(&config));
+    let default = with(None);
+    assert!(one_window >= 0.9999, "one window (shown at most 0.9999 for different texts): {one_window}");
+    assert!(default < 0.99, "32 windows: {default}");
+    std::fs::write(&config, "[embedder]\nmax_windows = 0\n").expect("writable");
+    let out = memdedup().arg("--config").arg(&config).args(["similarity", &first, &second]).output().expect("runs");
+    assert_eq!(out.status.code(), Some(1), "a bad config file is invalid input");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("`embedder.max_windows` must be an integer from 1 to 1024"));
+}

@@ -4,5 +4,6 @@
 mod bad_input;
 mod concurrency;
 mod kill_trials;
+mod long_texts;
 mod serve_bodies;
 mod support;

@@ -46,14 +46,14 @@ const ROUTES: [(&str, &str, &str); 7] = [
 ];
 
 /// A `memdedup serve` on a free loopback port over a temporary store; killed on drop.
-struct Server {
+pub(crate) struct Server {
     child: Child,
     addr: String,
     _dir: tempfile::TempDir,
 }
 
 impl Server {
-    fn start() -> Server {
+    pub(crate) fn start() -> Server {
         let dir = tempfile::tempdir().expect("temporary directory");
         let mut child = memdedup()
             .env_remove("MEMDEDUP_API_TOKEN")
@@ -92,7 +92,7 @@ impl Server {
     }
 
     /// Sends one request with a JSON content type; returns the status and the raw body.
-    fn request(&self, method: &str, path: &str, body: &[u8]) -> (u16, String) {
+    pub(crate) fn request(&self, method: &str, path: &str, body: &[u8]) -> (u16, String) {
         let mut stream = TcpStream::connect(&self.addr).expect("the server accepts connections");
         stream.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
         let head = format!(

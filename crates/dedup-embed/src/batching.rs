@@ -20,14 +20,22 @@ struct Job {
 /// each caller its vector. A lone request is embedded at once; under load, batches grow
 /// with the queue, which costs far less inference time per text than one call per text.
 ///
-/// Multi-text [`Embedder::embed`] calls go straight to the inner embedder. When a batch
+/// Multi-text [`Embedder::embed`] calls, and texts over [`DEFAULT_MAX_BATCHED_CHARS`]
+/// characters (or [`BatchingEmbedder::with_max_batched_chars`]), go straight to the inner
+/// embedder: a long text is many inferences by itself, and in a batch it would hold every
+/// short text of the batch (and every batch after it) until it is done. When a batch
 /// fails, its texts are retried one by one, so each caller gets its own result. Results
 /// are identical to the inner embedder's (it embeds each text independently of the others
 /// in its batch).
 pub struct BatchingEmbedder {
     inner: Arc<dyn Embedder>,
     queue: mpsc::Sender<Job>,
+    max_batched_chars: usize,
 }
+
+/// The longest text, in characters, that [`BatchingEmbedder`] batches by default: about
+/// one 256-token window of English.
+pub const DEFAULT_MAX_BATCHED_CHARS: usize = 1_000;
 
 impl std::fmt::Debug for BatchingEmbedder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -42,7 +50,13 @@ impl BatchingEmbedder {
         let max_batch = max_batch.clamp(1, 256);
         let (queue, jobs) = mpsc::channel(1024);
         tokio::spawn(run(Arc::clone(&inner), jobs, max_batch));
-        BatchingEmbedder { inner, queue }
+        BatchingEmbedder { inner, queue, max_batched_chars: DEFAULT_MAX_BATCHED_CHARS }
+    }
+
+    /// Texts over `chars` characters are embedded on their own, outside the batches.
+    pub fn with_max_batched_chars(mut self, chars: usize) -> BatchingEmbedder {
+        self.max_batched_chars = chars;
+        self
     }
 }
 
@@ -101,6 +115,9 @@ impl Embedder for BatchingEmbedder {
     }
 
     async fn embed_one(&self, text: &str) -> Result<Embedding> {
+        if text.len() > self.max_batched_chars && text.chars().count() > self.max_batched_chars {
+            return self.inner.embed_one(text).await;
+        }
         let (reply, answer) = oneshot::channel();
         let job = Job { text: text.to_owned(), reply };
         if self.queue.send(job).await.is_err() {
@@ -186,6 +203,40 @@ mod tests {
         for i in [0, 2, 3] {
             assert!(results[i].is_ok(), "{i}: {:?}", results[i]);
         }
+    }
+
+    /// Defect 6: a long text is embedded on its own, so short texts sent while it is
+    /// embedded are answered first.
+    #[tokio::test]
+    async fn defect_6_a_long_text_does_not_hold_the_short_ones() {
+        struct Slow;
+        #[async_trait]
+        impl Embedder for Slow {
+            fn model_id(&self) -> &str {
+                "slow"
+            }
+            fn dims(&self) -> usize {
+                2
+            }
+            async fn embed(&self, texts: &[String]) -> Result<Vec<Embedding>> {
+                // A text's cost grows with its length, as the windows of a real model do.
+                let longest = texts.iter().map(String::len).max().unwrap_or(0);
+                tokio::time::sleep(Duration::from_millis(1 + longest as u64 / 10)).await;
+                texts.iter().map(|_| Ok(Embedding::new(vec![1.0, 0.0])?)).collect()
+            }
+        }
+        let batching = Arc::new(BatchingEmbedder::new(Arc::new(Slow), 16).with_max_batched_chars(100));
+        let long = "x".repeat(20_000); // 2 s
+        let long_task = {
+            let b = Arc::clone(&batching);
+            tokio::spawn(async move { b.embed_one(&long).await })
+        };
+        tokio::task::yield_now().await;
+        for i in 0..5 {
+            batching.embed_one(&format!("short {i}")).await.unwrap();
+            assert!(!long_task.is_finished(), "short text {i} waited for the long one");
+        }
+        long_task.await.unwrap().unwrap();
     }
 
     async fn futures_join(tasks: Vec<tokio::task::JoinHandle<Result<Embedding>>>) -> Vec<Result<Embedding>> {

@@ -27,7 +27,7 @@ mod openai;
 
 use async_trait::async_trait;
 #[cfg(feature = "batching")]
-pub use batching::BatchingEmbedder;
+pub use batching::{BatchingEmbedder, DEFAULT_MAX_BATCHED_CHARS};
 pub use dedup_core::Embedding;
 pub use error::{Error, Result};
 #[cfg(feature = "local")]

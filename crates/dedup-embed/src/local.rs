@@ -4,6 +4,8 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 
+use parking_lot::FairMutex;
+
 use async_trait::async_trait;
 
 use self::model::Model;
@@ -58,7 +60,9 @@ impl Default for LocalOptions {
 }
 
 /// One inference session, loaded on first use; a failed load is remembered.
-type Session = OnceLock<std::result::Result<Mutex<Model>, Error>>;
+/// A session's model behind a fair lock: each release hands the model to the longest
+/// waiter, so a short request waits for at most one batch of each request ahead of it.
+type Session = OnceLock<std::result::Result<FairMutex<Model>, Error>>;
 
 /// The sessions of one model directory, shared by every [`LocalEmbedder`] in the process,
 /// so each is loaded at most once (FM-ACE-006): index 0 is the latency session, the rest
@@ -123,11 +127,11 @@ impl LocalEmbedder {
     }
 
     /// Session `i` (0 = latency, others = workers), loading it if needed.
-    fn session(&self, i: usize) -> Result<&Mutex<Model>> {
+    fn session(&self, i: usize) -> Result<&FairMutex<Model>> {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let threads = if i == 0 { self.options.threads.unwrap_or(cores).clamp(1, 8) } else { 1 };
         match self.sessions[i].get_or_init(|| {
-            Model::load(&self.dir, self.options.max_length, threads, self.options.prepack).map(Mutex::new)
+            Model::load(&self.dir, self.options.max_length, threads, self.options.prepack).map(FairMutex::new)
         }) {
             Ok(session) => Ok(session),
             Err(e) => Err(clone_error(e)),
@@ -135,14 +139,14 @@ impl LocalEmbedder {
     }
 
     /// The latency session, or a loaded worker when the latency session is busy.
-    fn single_batch_session(&self) -> Result<&Mutex<Model>> {
+    fn single_batch_session(&self) -> Result<&FairMutex<Model>> {
         let latency = self.session(0)?;
-        if latency.try_lock().is_ok() {
+        if latency.try_lock().is_some() {
             return Ok(latency);
         }
         let loaded_workers = self.sessions[1..].iter().filter_map(|s| s.get()?.as_ref().ok());
         for worker in loaded_workers {
-            if worker.try_lock().is_ok() {
+            if worker.try_lock().is_some() {
                 return Ok(worker);
             }
         }
@@ -192,8 +196,7 @@ impl LocalEmbedder {
         let session = self.session(0)?;
         // The session's tokenizer truncates at `max_length`; a copy without truncation sees
         // the whole text. Copied once per call that holds a long text.
-        let mut tokenizer =
-            session.lock().map_err(|_| Error::Inference("model lock poisoned".into()))?.tokenizer().clone();
+        let mut tokenizer = session.lock().tokenizer().clone();
         tokenizer.with_truncation(None).map_err(|e| Error::Inference(format!("tokenizer: {e}")))?;
         let step = window - window / 8;
         texts
@@ -286,14 +289,13 @@ impl LocalEmbedder {
 /// Runs `batches` in order on one session.
 /// Runs `batches` on `session`, taking its lock for one batch at a time, so that a short
 /// request waiting for the session runs between the batches of a long one.
-fn run_batches(session: &Mutex<Model>, batches: &[&[&str]]) -> Result<Vec<Vec<f32>>> {
+fn run_batches(session: &FairMutex<Model>, batches: &[&[&str]]) -> Result<Vec<Vec<f32>>> {
     let mut out = Vec::with_capacity(batches.iter().map(|b| b.len()).sum());
-    for (i, batch) in batches.iter().enumerate() {
-        if i > 0 {
-            std::thread::yield_now();
-        }
-        let mut model = session.lock().map_err(|_| Error::Inference("model lock poisoned".into()))?;
+    for batch in batches {
+        let mut model = session.lock();
         out.extend(model.embed(batch)?);
+        // Hand the model to the longest waiter, not back to this thread.
+        parking_lot::FairMutexGuard::unlock_fair(model);
     }
     Ok(out)
 }

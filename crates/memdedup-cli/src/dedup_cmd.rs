@@ -66,7 +66,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: &DedupArgs) -> Result<()> {
         options.only_id = Some(id);
         scopes = vec![memory.scope];
     }
-    let embedder = memdedup::default_embedder(model_dir(global, &config)?.as_deref())
+    let embedder = crate::open::local_embedder(&config, model_dir(global, &config)?.as_deref(), false)?
         .context("assisted dedup needs the embedding model for its candidates")?;
     let embedder: std::sync::Arc<dyn Embedder> = std::sync::Arc::new(CachedEmbedder::new(embedder, store.clone()));
 

@@ -60,11 +60,7 @@ pub(crate) async fn open_service_with(
     let store = open_store(global, config).await?;
     let model_dir = model_dir(global, config)?;
     memdedup::attach_learned_judge(&mut dedup, model_dir.as_deref());
-    let embedder = if short_lived {
-        memdedup::short_lived_embedder(model_dir.as_deref())
-    } else {
-        memdedup::default_embedder(model_dir.as_deref())
-    };
+    let embedder = local_embedder(config, model_dir.as_deref(), short_lived)?;
     let service = match embedder {
         Ok(embedder) => DeduplicationService::new(store, embedder, dedup),
         Err(error) => {
@@ -80,6 +76,17 @@ pub(crate) async fn open_service_with(
 pub(crate) fn pair_judge(global: &GlobalArgs) -> Result<Arc<memdedup::PairJudgeModel>> {
     let config = config_file(global)?;
     Ok(memdedup::pair_judge(model_dir(global, &config)?.as_deref())?)
+}
+
+/// The local embedder with `[embedder] max_windows`. The outer error is a bad setting;
+/// the inner one an embedder that cannot be made.
+pub(crate) fn local_embedder(
+    config: &ConfigFile,
+    model_dir: Option<&std::path::Path>,
+    short_lived: bool,
+) -> Result<memdedup::Result<Arc<dyn memdedup::Embedder>>> {
+    let options = memdedup::EmbedderOptions { short_lived, max_windows: config.max_windows()? };
+    Ok(memdedup::local_embedder_with(model_dir, options))
 }
 
 /// `--model-dir`, else `[embedder] model_dir`.
@@ -107,7 +114,7 @@ pub(crate) async fn collection_embedder(global: &GlobalArgs) -> Result<memdedup:
         Some(_) => Some(open_store(global, &config).await?),
         None => None,
     };
-    Ok(memdedup::default_embedder(model_dir.as_deref()).map(|embedder| match store {
+    Ok(local_embedder(&config, model_dir.as_deref(), false)?.map(|embedder| match store {
         Some(store) => Arc::new(memdedup::CachedEmbedder::new(embedder, store)) as Arc<dyn memdedup::Embedder>,
         None => embedder,
     }))

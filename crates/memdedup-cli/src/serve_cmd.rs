@@ -126,9 +126,10 @@ fn embedder(global: &GlobalArgs, config: &ConfigFile, settings: EmbedderSettings
             tracing::info!(model = embedder.model_id(), "embedder: OpenAI-compatible API");
             Ok(Some(Arc::new(embedder)))
         }
-        EmbedderSettings::Local { model_dir } => {
+        EmbedderSettings::Local { model_dir, max_windows } => {
             let model_dir = global.model_dir.clone().or(model_dir);
-            let embedder = match memdedup::default_embedder(model_dir.as_deref()) {
+            let options = memdedup::EmbedderOptions { short_lived: false, max_windows };
+            let embedder = match memdedup::local_embedder_with(model_dir.as_deref(), options) {
                 Ok(embedder) => embedder,
                 Err(error) => {
                     warn(global, &format!("no embedder ({error}); nodes are stored without the dedup check"));

@@ -7,7 +7,9 @@ use crate::cli::{GlobalArgs, PairJudgeArg, SimilarityArgs};
 use crate::output::{emit, score};
 
 pub(crate) async fn run(global: &GlobalArgs, args: &SimilarityArgs) -> Result<()> {
-    let embedder = memdedup::short_lived_embedder(global.model_dir.as_deref())?;
+    let config = crate::open::config_file(global)?;
+    let model_dir = crate::open::model_dir(global, &config)?;
+    let embedder = crate::open::local_embedder(&config, model_dir.as_deref(), true)??;
     let vectors = embedder.embed(&[args.first.clone(), args.second.clone()]).await?;
     let [a, b] = vectors.as_slice() else {
         anyhow::bail!("the embedder returned {} vectors for 2 texts", vectors.len());

@@ -26,7 +26,9 @@ pub const MAX_HOOK_CANDIDATES: u64 = 200;
 /// The keys of `[store]`.
 const STORE_KEYS: [&str; 2] = ["db", "index_memory_mb"];
 /// The keys of `[embedder]`.
-const EMBEDDER_KEYS: [&str; 6] = ["kind", "model_dir", "base_url", "model", "dimensions", "api_key_env"];
+const EMBEDDER_KEYS: [&str; 7] = ["kind", "model_dir", "max_windows", "base_url", "model", "dimensions", "api_key_env"];
+/// The most windows `[embedder] max_windows` may ask for.
+pub const MAX_EMBED_WINDOWS: i64 = 1024;
 /// The keys of `[client]`.
 const CLIENT_KEYS: [&str; 4] = ["url", "timeout_ms", "token_env", "max_reply_bytes"];
 
@@ -72,6 +74,9 @@ pub enum EmbedderSettings {
     Local {
         /// `[embedder] model_dir`.
         model_dir: Option<PathBuf>,
+        /// `[embedder] max_windows`: the most 256-token windows one long text is embedded
+        /// from (default 32), which bounds the work one request can ask of the model.
+        max_windows: Option<usize>,
     },
     /// `kind = "openai"`: an OpenAI-compatible `POST {base_url}/embeddings` API
     /// (`OpenAiEmbedder`, behind the facade's `openai` feature).
@@ -249,6 +254,17 @@ impl ConfigFile {
         Ok(self.string("embedder", "model_dir")?.map(PathBuf::from))
     }
 
+    /// `[embedder] max_windows` (1 to [`MAX_EMBED_WINDOWS`]), if set.
+    pub fn max_windows(&self) -> Result<Option<usize>> {
+        match self.table.get("embedder").and_then(|t| t.get("max_windows")) {
+            None => Ok(None),
+            Some(toml::Value::Integer(n)) if (1..=MAX_EMBED_WINDOWS).contains(n) => Ok(usize::try_from(*n).ok()),
+            Some(other) => Err(self.error(format!(
+                "`embedder.max_windows` must be an integer from 1 to {MAX_EMBED_WINDOWS}, not {other}"
+            ))),
+        }
+    }
+
     /// The embedder `[embedder]` selects: `kind = "local"` (default; `model_dir`) or
     /// `kind = "openai"` (`base_url` and `model` required; `dimensions` and `api_key_env`
     /// optional). Keys of the other kind are an error, naming the key.
@@ -260,11 +276,11 @@ impl ConfigFile {
                 if let Some(key) = ["base_url", "model", "dimensions", "api_key_env"].into_iter().find(|k| given(k)) {
                     return Err(self.error(format!("`embedder.{key}` needs `embedder.kind = \"openai\"`")));
                 }
-                Ok(EmbedderSettings::Local { model_dir: self.model_dir()? })
+                Ok(EmbedderSettings::Local { model_dir: self.model_dir()?, max_windows: self.max_windows()? })
             }
             "openai" => {
-                if given("model_dir") {
-                    return Err(self.error("`embedder.model_dir` is for `kind = \"local\"`, not \"openai\""));
+                if let Some(key) = ["model_dir", "max_windows"].into_iter().find(|k| given(k)) {
+                    return Err(self.error(format!("`embedder.{key}` is for `kind = \"local\"`, not \"openai\"")));
                 }
                 let required = |key: &str| {
                     self.string("embedder", key)?
@@ -505,7 +521,14 @@ mod tests {
 
     #[test]
     fn embedder_table_selects_local_or_openai() {
-        assert_eq!(parse("").unwrap().embedder().unwrap(), EmbedderSettings::Local { model_dir: None });
+        assert_eq!(
+            parse("").unwrap().embedder().unwrap(),
+            EmbedderSettings::Local { model_dir: None, max_windows: None }
+        );
+        assert_eq!(
+            parse("[embedder]\nmax_windows = 8\n").unwrap().embedder().unwrap(),
+            EmbedderSettings::Local { model_dir: None, max_windows: Some(8) }
+        );
         let config = parse(
             "[embedder]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\ndimensions = 512\napi_key_env = \"KEY\"\n",
         )
@@ -525,6 +548,12 @@ mod tests {
             ("[embedder]\nkind = \"onnx\"\n", "`embedder.kind` \"onnx\" is not"),
             ("[embedder]\nkind = \"openai\"\nbase_url = \"u\"\nmodel = \"m\"\ndimensions = 0\n", "positive integer"),
             ("[embedder]\nurl = \"u\"\n", "unknown key `embedder.url`"),
+            ("[embedder]\nmax_windows = 0\n", "`embedder.max_windows` must be an integer from 1 to 1024, not 0"),
+            ("[embedder]\nmax_windows = 2000\n", "from 1 to 1024, not 2000"),
+            (
+                "[embedder]\nkind = \"openai\"\nbase_url = \"u\"\nmodel = \"m\"\nmax_windows = 4\n",
+                "`embedder.max_windows` is for `kind = \"local\"`",
+            ),
         ] {
             let err = parse(text).unwrap_err().to_string();
             assert!(err.contains(expected), "{text}: {err}");

@@ -14,26 +14,44 @@ pub const EMBED_CHUNK: usize = 256;
 /// Without the `local` feature there is no default embedder: the error says so, and the
 /// fail-open entry points skip deduplication.
 pub fn default_embedder(model_dir: Option<&std::path::Path>) -> Result<Arc<dyn Embedder>> {
-    local_embedder(model_dir, true)
+    local_embedder_with(model_dir, EmbedderOptions::default())
 }
 
 /// [`default_embedder`] tuned for a process that embeds a few texts and exits (a hook's
 /// `check`): its sessions skip weight prepacking, which makes every inference about 15 %
 /// slower and the load about 80 ms faster.
 pub fn short_lived_embedder(model_dir: Option<&std::path::Path>) -> Result<Arc<dyn Embedder>> {
-    local_embedder(model_dir, false)
+    local_embedder_with(model_dir, EmbedderOptions { short_lived: true, ..EmbedderOptions::default() })
 }
 
-fn local_embedder(model_dir: Option<&std::path::Path>, prepack: bool) -> Result<Arc<dyn Embedder>> {
+/// How [`local_embedder_with`] builds the local embedder.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EmbedderOptions {
+    /// For a process that embeds a few texts and exits: no weight prepacking (see
+    /// [`short_lived_embedder`]).
+    pub short_lived: bool,
+    /// The most 256-token windows one long text is embedded from, spread over it
+    /// (`[embedder] max_windows`; default 32): it bounds the work, and the time the model is
+    /// held, for one request.
+    pub max_windows: Option<usize>,
+}
+
+/// The local embedder of the located model directory with `options`.
+pub fn local_embedder_with(model_dir: Option<&std::path::Path>, options: EmbedderOptions) -> Result<Arc<dyn Embedder>> {
     let dir = ModelDir::locate(model_dir)?;
     #[cfg(feature = "local")]
     {
-        let options = crate::LocalOptions { prepack, ..crate::LocalOptions::default() };
-        Ok(Arc::new(crate::LocalEmbedder::with_options(dir, options)))
+        let defaults = crate::LocalOptions::default();
+        let local = crate::LocalOptions {
+            prepack: !options.short_lived,
+            max_windows: options.max_windows.unwrap_or(defaults.max_windows).max(1),
+            ..defaults
+        };
+        Ok(Arc::new(crate::LocalEmbedder::with_options(dir, local)))
     }
     #[cfg(not(feature = "local"))]
     {
-        let _ = prepack;
+        let _ = options;
         Err(Error::Embedder(dedup_embed::Error::Config(format!(
             "memdedup was built without the `local` feature, so there is no default embedder (model dir {})",
             dir.path().display()

@@ -86,10 +86,12 @@ pub use cached::CachedEmbedder;
 pub use collection::{CollectionItem, DEFAULT_NAMESPACE, ScanOptions, ScanReport, scan_collection};
 pub use config::{
     CLIENT_TOKEN_ENV_VAR, CONFIG_ENV_VAR, CONFIG_FILE_NAME, ClientSettings, ConfigFile, DEFAULT_CLIENT_MAX_REPLY_BYTES,
-    DEFAULT_CLIENT_TIMEOUT_MS, EmbedderSettings, INDEX_MEMORY_ENV_VAR, MAX_HOOK_CANDIDATES, MAX_INDEX_MEMORY_MB,
-    SERVER_URL_ENV_VAR,
+    DEFAULT_CLIENT_TIMEOUT_MS, EmbedderSettings, INDEX_MEMORY_ENV_VAR, MAX_EMBED_WINDOWS, MAX_HOOK_CANDIDATES,
+    MAX_INDEX_MEMORY_MB, SERVER_URL_ENV_VAR,
 };
-pub use embed::{EMBED_CHUNK, default_embedder, embed_texts, short_lived_embedder};
+pub use embed::{
+    EMBED_CHUNK, EmbedderOptions, default_embedder, embed_texts, local_embedder_with, short_lived_embedder,
+};
 #[cfg(feature = "local")]
 #[doc(inline)]
 pub use embed::{attach_learned_judge, learned_pair_judge, pair_judge};
