@@ -5,5 +5,6 @@ mod bad_input;
 mod concurrency;
 mod kill_trials;
 mod long_texts;
+mod secrets;
 mod serve_bodies;
 mod support;
