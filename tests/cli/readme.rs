@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use crate::support::{memdedup, require_model, text};
+use crate::support::{memdedup, require_model, shows, text};
 
 /// One example: the command's words and the output the README shows.
 struct Example {
@@ -56,25 +56,42 @@ fn words(line: &str) -> Option<Vec<String>> {
 
 /// The `$ memdedup …` examples of the README's `text` blocks.
 fn examples(readme: &str) -> Vec<Example> {
+    doc_examples(readme, "```text").0
+}
+
+/// The `$ memdedup …` examples of `doc`'s blocks opening with `fence`, and the files the
+/// blocks write with `$ cat NAME` followed by the file's lines.
+fn doc_examples(doc: &str, fence: &str) -> (Vec<Example>, Vec<(String, String)>) {
     let mut examples: Vec<Example> = Vec::new();
-    let mut in_text = false;
+    let mut files: Vec<(String, String)> = Vec::new();
+    let mut in_block = false;
     let mut current: Option<Example> = None;
-    for (index, line) in readme.lines().enumerate() {
+    let mut file: Option<(String, String)> = None;
+    for (index, line) in doc.lines().enumerate() {
         if line.starts_with("```") {
             examples.extend(current.take());
-            in_text = line == "```text";
+            files.extend(file.take());
+            in_block = line == fence;
             continue;
         }
-        if !in_text {
+        if !in_block {
             continue;
         }
         if let Some(command) = line.strip_prefix("$ ") {
             examples.extend(current.take());
+            files.extend(file.take());
+            if let Some(name) = command.strip_prefix("cat ") {
+                file = Some((name.trim().to_owned(), String::new()));
+                continue;
+            }
             current = words(command).filter(|w| w.first().is_some_and(|w| w == "memdedup")).map(|w| Example {
                 line: index + 1,
                 args: w[1..].to_vec(),
                 expected: String::new(),
             });
+        } else if let Some((_, content)) = &mut file {
+            content.push_str(line);
+            content.push('\n');
         } else if let Some(example) = &mut current
             && !line.starts_with(" WARN")
         {
@@ -82,26 +99,7 @@ fn examples(readme: &str) -> Vec<Example> {
             example.expected.push('\n');
         }
     }
-    examples
-}
-
-/// Whether `actual` shows `expected`: its pieces between `…`/`...`, without whitespace,
-/// in order.
-fn shows(actual: &str, expected: &str) -> Result<(), String> {
-    let squeeze = |s: &str| s.chars().filter(|c| !c.is_whitespace()).collect::<String>();
-    let actual = squeeze(actual);
-    let mut from = 0;
-    for piece in expected.split(['…']).flat_map(|p| p.split("...")) {
-        let piece = squeeze(piece);
-        if piece.is_empty() {
-            continue;
-        }
-        match actual[from..].find(&piece) {
-            Some(at) => from += at + piece.len(),
-            None => return Err(piece),
-        }
-    }
-    Ok(())
+    (examples, files)
 }
 
 #[test]
@@ -136,6 +134,73 @@ fn readme_examples_print_what_the_readme_shows() {
         if let Err(piece) = shows(&stdout, &example.expected) {
             failures.push(format!(
                 "README.md:{} `memdedup {}`: {piece:?} is not in what it printed:\n{stdout}{}",
+                example.line,
+                example.args.join(" "),
+                text(&output.stderr)
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// docs/CLI.md and docs/HTTP.md state the local judge's built-in floors as the parameter
+/// file compiled into the binary has them (defect 19).
+#[test]
+fn defect_19_docs_state_the_local_judges_built_in_floors() {
+    let (root, _) = readme();
+    let params: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root.join("crates/dedup-core/src/local_judge/params.json")).expect("params.json"),
+    )
+    .expect("params.json is JSON");
+    let duplicate = params["duplicate_floor"].as_f64().expect("duplicate_floor");
+    let related = params["related_floor"].as_f64().expect("related_floor");
+    let shown = format!("{duplicate:.2} built in");
+    for doc in ["docs/CLI.md", "docs/HTTP.md"] {
+        let text = std::fs::read_to_string(root.join(doc)).expect("the doc");
+        let stated: Vec<&str> =
+            text.match_indices(" built in").map(|(i, _)| &text[i.saturating_sub(4)..i + 9]).collect();
+        assert!(!stated.is_empty(), "{doc} states no built-in floor");
+        for s in &stated {
+            assert_eq!(*s, shown, "{doc} says ({s}), the built-in duplicate_floor is {duplicate}");
+        }
+        for (i, _) in text.match_indices(" and nothing sets the texts apart") {
+            let floor = &text[i.saturating_sub(4)..i];
+            assert_eq!(floor, format!("{duplicate:.2}"), "{doc}: an example reason with another floor");
+        }
+    }
+    let cli = std::fs::read_to_string(root.join("docs/CLI.md")).expect("docs/CLI.md");
+    let example = format!("`{{\"duplicate_floor\": {duplicate}, \"related_floor\": {related}, \"vetoes\": [");
+    assert!(cli.contains(&example), "docs/CLI.md shows the built-in parameters: {example}");
+}
+
+/// docs/CLI.md's `console` examples run from the repository root, with the files their
+/// `$ cat` lines show written first, and print what the docs show (defect 19).
+#[test]
+fn defect_19_cli_md_console_examples_print_what_the_docs_show() {
+    require_model();
+    let (root, _) = readme();
+    let doc = std::fs::read_to_string(root.join("docs/CLI.md")).expect("docs/CLI.md");
+    let (examples, files) = doc_examples(&doc, "```console");
+    assert!(examples.len() >= 3, "only {} console examples found", examples.len());
+    let dir = tempfile::tempdir().expect("temporary directory");
+    for (name, content) in &files {
+        std::fs::write(dir.path().join(name), content).expect("writable");
+    }
+    let mut failures = Vec::new();
+    for example in &examples {
+        let args: Vec<String> = example
+            .args
+            .iter()
+            .map(|a| match files.iter().find(|(name, _)| name == a) {
+                Some((name, _)) => dir.path().join(name).display().to_string(),
+                None => a.clone(),
+            })
+            .collect();
+        let output = memdedup().args(&args).current_dir(&root).output().expect("memdedup runs");
+        let stdout = text(&output.stdout);
+        if let Err(piece) = shows(&stdout, &example.expected) {
+            failures.push(format!(
+                "docs/CLI.md:{} `memdedup {}`: {piece:?} is not in what it printed:\n{stdout}{}",
                 example.line,
                 example.args.join(" "),
                 text(&output.stderr)

@@ -224,3 +224,22 @@ pub fn cached_tool(env_var: &str, relative: &str, install: &str) -> PathBuf {
     );
     path
 }
+
+/// Whether `actual` shows `expected`: its pieces between `…`/`...`, without whitespace,
+/// in order.
+pub fn shows(actual: &str, expected: &str) -> Result<(), String> {
+    let squeeze = |s: &str| s.chars().filter(|c| !c.is_whitespace()).collect::<String>();
+    let actual = squeeze(actual);
+    let mut from = 0;
+    for piece in expected.split(['…']).flat_map(|p| p.split("...")) {
+        let piece = squeeze(piece);
+        if piece.is_empty() {
+            continue;
+        }
+        match actual[from..].find(&piece) {
+            Some(at) => from += at + piece.len(),
+            None => return Err(piece),
+        }
+    }
+    Ok(())
+}

@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::*;
-use crate::support::{require_model, sqlite_db};
+use crate::support::{require_model, shows, sqlite_db};
 
 /// Seed 001 §4's `NousClient.check_similar`, verbatim, in a minimal client.
 const PYTHON_CLIENT: &str = r#"
@@ -276,6 +276,21 @@ async fn docs_http_curl_examples_run() {
             String::from_utf8_lossy(&output.stdout),
             String::from_utf8_lossy(&output.stderr)
         );
+        // The replies the example shows (`# {…}` or `# 201 {…}` lines) are what it printed.
+        let shown: String = block
+            .lines()
+            .filter_map(|l| l.strip_prefix("# "))
+            .map(|l| {
+                l.split_once(' ')
+                    .filter(|(code, _)| code.len() == 3 && code.parse::<u16>().is_ok())
+                    .map_or(l, |(_, rest)| rest)
+            })
+            .filter(|l| l.starts_with('{') || l.starts_with('['))
+            .collect::<Vec<_>>()
+            .join("\n");
+        if let Err(piece) = shows(&String::from_utf8_lossy(&output.stdout), &shown) {
+            panic!("{report}\nthe reply it shows differs from what it printed at {piece:?}");
+        }
         if expect_error {
             // curl's exit code for an HTTP status >= 400; a 5xx is never the expected error.
             assert_eq!(output.status.code(), Some(22), "{report}");

@@ -2,6 +2,7 @@
 //! tests of the playbook dedup rules, collection scans, and the real local model.
 
 mod errors;
+mod examples;
 mod local_model;
 mod pair_judge;
 mod properties;
