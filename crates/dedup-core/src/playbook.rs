@@ -78,8 +78,8 @@ pub struct Entry {
 impl Playbook {
     /// Parses and validates a playbook document.
     ///
-    /// Fails with [`Error::MalformedJson`] when `json` is not well-formed JSON, and with
-    /// [`Error::InvalidPlaybook`] when it does not have the playbook shape or when any
+    /// Fails with [`Error::MalformedJson`](crate::Error::MalformedJson) when `json` is not well-formed JSON, and with
+    /// [`Error::InvalidPlaybook`](crate::Error::InvalidPlaybook) when it does not have the playbook shape or when any
     /// object in it (the top level, `sections`, an entry, anything nested) has a key
     /// written twice: JSON parsers keep only one of the two, so a write-back would lose
     /// the other. That error names the key's path and the line and column of its second
@@ -90,7 +90,7 @@ impl Playbook {
 
     /// Validates an already-parsed document and takes ownership of it.
     ///
-    /// Fails with [`Error::InvalidPlaybook`] naming the first offending path.
+    /// Fails with [`Error::InvalidPlaybook`](crate::Error::InvalidPlaybook) naming the first offending path.
     pub fn from_value(value: Value) -> Result<Self> {
         let Value::Object(doc) = value else {
             return Err(invalid("$", format!("must be an object, got {}", describe(&value))));
@@ -168,7 +168,7 @@ impl Playbook {
     ///
     /// Every ref is checked first, and nothing changes when one fails: an unknown
     /// section, an index out of range, an entry updated twice or removed twice, or an
-    /// entry both updated and removed is an [`Error::InvalidPlaybook`] naming that ref.
+    /// entry both updated and removed is an [`Error::InvalidPlaybook`](crate::Error::InvalidPlaybook) naming that ref.
     pub fn apply_merges(&mut self, updates: &[(EntryRef, u64, u64)], removals: &[EntryRef]) -> Result<()> {
         let mut updated = HashSet::with_capacity(updates.len());
         for (at, _, _) in updates {

@@ -72,7 +72,7 @@ pub struct StoreOptions {
     /// How long to wait for a connection (and a Postgres server) when opening. Default 5 s.
     pub connect_timeout: Duration,
     /// Most heap bytes the in-process vector indexes of this handle may hold together
-    /// ([`VectorIndex::memory_bytes`]). Past it, the indexes of the least recently used
+    /// ([`VectorIndex::memory_bytes`](crate::VectorIndex::memory_bytes)). Past it, the indexes of the least recently used
     /// scopes that nothing holds are dropped, and loaded again from the database when next
     /// searched. One index larger than the budget is still served. Default
     /// [`DEFAULT_INDEX_MEMORY_BYTES`] (1 GiB, about half a million 384-dimension vectors).
