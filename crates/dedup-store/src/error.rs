@@ -96,6 +96,18 @@ pub enum Error {
     /// No merge in the ledger has this id.
     #[error("no merge with id {0}")]
     MergeNotFound(crate::MergeId),
+    /// No review entry has this id.
+    #[error("no review entry with id {0}")]
+    ReviewNotFound(crate::ReviewId),
+    /// The review entry was decided already, or one of its memories changed since it was
+    /// queued: it cannot be decided.
+    #[error("review entry {id} cannot be decided: it is {status}")]
+    ReviewClosed {
+        /// The entry.
+        id: crate::ReviewId,
+        /// Where it stands.
+        status: crate::ReviewStatus,
+    },
     /// A merge cannot be undone without losing a later change: it was undone already, a
     /// member was deleted or changed since (its fields, vector or edges), a later merge
     /// changed a member, or a text to be made live again is now held by another live

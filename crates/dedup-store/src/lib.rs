@@ -32,6 +32,7 @@ mod index;
 mod location;
 mod memory;
 mod merges;
+mod review;
 mod scope;
 mod store;
 
@@ -46,6 +47,9 @@ pub use memory::{
 pub use merges::{
     DedupCounts, MAX_DEDUP_ERROR_CHARS, MAX_MERGE_MEMBERS, MAX_RUN_ID_CHARS, MergeFilter, MergeId, MergePlan,
     MergeRecord, TextSource, UndoReport,
+};
+pub use review::{
+    MAX_REVIEW_REASON_CHARS, MAX_REVIEW_REASONS, NewReview, Review, ReviewDecision, ReviewFilter, ReviewId, ReviewStatus,
 };
 pub use scope::{DEFAULT_DOMAIN, DEFAULT_NAMESPACE, HOOK_FAILURE_NAMESPACE, Scope, parse_memory_ref};
 pub use store::{DEFAULT_INDEX_MEMORY_BYTES, IndexUsage, RecentCapture, Store, StoreOptions};

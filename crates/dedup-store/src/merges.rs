@@ -218,3 +218,43 @@ pub struct DedupCounts {
     /// Live memories waiting for one (whatever their attempts).
     pub unverified: u64,
 }
+
+impl MergePlan {
+    /// A plan that absorbs `absorbed` into `survivor` as they are now, keeping the
+    /// survivor's text and vector: counters summed, metadata merged as assisted dedup
+    /// merges it (`dedup_core::merge_metadata`). What a person's or an agent's `merge`
+    /// decision of a review entry applies.
+    pub fn keeping_survivor(
+        run_id: impl Into<String>,
+        survivor: &Memory,
+        absorbed: &[Memory],
+        confidence: f64,
+        reason: impl Into<String>,
+        judge: impl Into<String>,
+    ) -> MergePlan {
+        let metadata = dedup_core::merge_metadata(
+            &survivor.metadata,
+            &absorbed.iter().map(|m| &m.metadata).collect::<Vec<_>>(),
+        );
+        let all = || std::iter::once(survivor).chain(absorbed);
+        MergePlan {
+            run_id: run_id.into(),
+            scope: survivor.scope.clone(),
+            survivor: survivor.id,
+            absorbed: absorbed.iter().map(|m| m.id).collect(),
+            expected: all().cloned().collect(),
+            content: None,
+            vector: None,
+            metadata,
+            helpful: all().map(|m| m.helpful).fold(0, u64::saturating_add),
+            harmful: all().map(|m| m.harmful).fold(0, u64::saturating_add),
+            occurrence_count: all().map(|m| m.occurrence_count).fold(0, u64::saturating_add),
+            canonical_text: None,
+            text_source: TextSource::Unchanged,
+            confidence,
+            reason: reason.into(),
+            judge: judge.into(),
+            model: String::new(),
+        }
+    }
+}

@@ -45,6 +45,8 @@ mod merges;
 mod index_state;
 mod records;
 mod registry;
+#[macro_use]
+mod review;
 
 use index_state::{FreshIndex, IndexHandle, IndexKey, IndexState, top_k};
 use records::{CachedRecord, MemoryRecord, VectorRecord, decode_cached, decode_vector, dims_i32};

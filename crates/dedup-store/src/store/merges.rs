@@ -115,7 +115,8 @@ impl Store {
         Ok(reports)
     }
 
-    /// The pairs of `scope` an undo marked never to merge, lower id first.
+    /// The pairs of `scope` an undo marked never to merge, and those a review decided
+    /// apart ([`Store::decide_review`]), lower id first.
     pub async fn never_merge_pairs(&self, scope: &Scope) -> Result<HashSet<(MemoryId, MemoryId)>> {
         let result = dispatch!(self, b => b.never_merge_pairs(scope).await);
         self.classify(result)

@@ -129,3 +129,4 @@ fact_queries!(PgBackend, json_param = "::jsonb");
 upkeep_queries!(PgBackend);
 dedup_queue_queries!(PgBackend);
 merge_queries!(PgBackend, json_param = "::jsonb");
+review_queries!(PgBackend, json_param = "::jsonb");

@@ -309,6 +309,7 @@ macro_rules! shared_queries {
                         });
                     }
                     for statement in [
+                        "DELETE FROM review_queue WHERE low = $1 OR high = $1",
                         "DELETE FROM edges WHERE source = $1 OR target = $1",
                         "UPDATE memories SET merged_into = NULL WHERE merged_into = $1",
                         "DELETE FROM embeddings WHERE memory_id = $1",

@@ -191,3 +191,4 @@ fact_queries!(SqliteBackend, json_param = "");
 upkeep_queries!(SqliteBackend);
 dedup_queue_queries!(SqliteBackend);
 merge_queries!(SqliteBackend, json_param = "");
+review_queries!(SqliteBackend, json_param = "");

@@ -49,6 +49,7 @@ mod isolation;
 mod merges;
 mod nodes;
 mod open_errors;
+mod review;
 mod search;
 mod support;
 mod upkeep;

@@ -233,7 +233,11 @@ macro_rules! merge_queries {
                     scope: &Scope,
                 ) -> Result<HashSet<(MemoryId, MemoryId)>> {
                     let rows: Vec<(i64, i64)> =
-                        sqlx::query_as("SELECT low, high FROM never_merge WHERE domain = $1 AND namespace = $2")
+                        sqlx::query_as(
+                            "SELECT low, high FROM never_merge WHERE domain = $1 AND namespace = $2 \
+                             UNION SELECT low, high FROM review_queue \
+                             WHERE domain = $1 AND namespace = $2 AND status = 'apart'",
+                        )
                             .bind(scope.domain())
                             .bind(scope.namespace_name())
                             .fetch_all(&self.pool)
