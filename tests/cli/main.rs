@@ -29,6 +29,7 @@ mod nodes_dedup;
 mod output_files;
 mod playbook;
 mod readme;
+mod review;
 mod scan;
 mod serve;
 mod similarity;

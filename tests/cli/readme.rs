@@ -174,7 +174,8 @@ fn defect_19_docs_state_the_local_judges_built_in_floors() {
 }
 
 /// docs/CLI.md's `console` examples run from the repository root, with the files their
-/// `$ cat` lines show written first, and print what the docs show (defect 19).
+/// `$ cat` lines show written first and `memory.db` in a temporary directory, and print
+/// what the docs show (defect 19).
 #[test]
 fn defect_19_cli_md_console_examples_print_what_the_docs_show() {
     require_model();
@@ -186,6 +187,7 @@ fn defect_19_cli_md_console_examples_print_what_the_docs_show() {
     for (name, content) in &files {
         std::fs::write(dir.path().join(name), content).expect("writable");
     }
+    let db = dir.path().join("memory.db").display().to_string();
     let mut failures = Vec::new();
     for example in &examples {
         let args: Vec<String> = example
@@ -193,6 +195,7 @@ fn defect_19_cli_md_console_examples_print_what_the_docs_show() {
             .iter()
             .map(|a| match files.iter().find(|(name, _)| name == a) {
                 Some((name, _)) => dir.path().join(name).display().to_string(),
+                None if a == "memory.db" => db.clone(),
                 None => a.clone(),
             })
             .collect();

@@ -6,7 +6,9 @@ use std::time::{Duration, Instant};
 
 use dedup_core::{ContentHash, Embedding, PairVerdict, SecretAction, redact_secrets};
 use dedup_embed::Embedder;
-use dedup_store::{InsertOutcome, MAX_CONTENT_BYTES, MemoryId, Neighbour, NewMemory, Scope, Store, StoredVector};
+use dedup_store::{
+    InsertOutcome, MAX_CONTENT_BYTES, MemoryId, Neighbour, NewMemory, NewReview, Scope, Store, StoredVector,
+};
 use serde::Serialize;
 
 use crate::metrics;
@@ -295,6 +297,7 @@ impl DeduplicationService {
         match outcome {
             InsertOutcome::Inserted(id) => {
                 self.record_hash(&chain.hash, &scope, id).await;
+                self.queue_for_review(&result, &scope, id).await;
                 if embedded {
                     // The embedder works (again): catch up on what was stored without it.
                     self.backfill_quietly(&scope).await;
@@ -365,6 +368,7 @@ impl DeduplicationService {
             reasons: Vec::new(),
             probability: None,
             likely_duplicate: None,
+            likely_duplicate_pair: None,
             notes: Vec::new(),
             redacted: Vec::new(),
         };
@@ -435,6 +439,7 @@ impl DeduplicationService {
                                     result.probability = judgement.probability;
                                     if judgement.verdict == PairVerdict::Uncertain {
                                         result.likely_duplicate = Some(scope.urn(id));
+                                        result.likely_duplicate_pair = Some((id, judgement.cosine));
                                     }
                                     result.reasons = judgement.reasons;
                                 }
@@ -616,6 +621,27 @@ impl DeduplicationService {
         }
         metrics::backfilled(report.embedded);
         Ok(report)
+    }
+
+    /// Queues the pair of a stored memory and the memory the judge was unsure it
+    /// duplicates, for review (fail-open: a queue that cannot be written is logged).
+    async fn queue_for_review(&self, result: &DuplicateCheckResult, scope: &Scope, id: MemoryId) {
+        let Some((other, cosine)) = result.likely_duplicate_pair else { return };
+        let review = NewReview {
+            scope: scope.clone(),
+            a: id,
+            b: other,
+            cosine,
+            probability: result.probability,
+            judge: result.judge.to_owned(),
+            reasons: result.reasons.clone(),
+            source: "add".to_owned(),
+        };
+        match self.store.enqueue_review(&review).await {
+            Ok(Some(entry)) => tracing::debug!(review = %entry, memory = %id, %other, "queued for review"),
+            Ok(None) => {}
+            Err(error) => tracing::warn!(memory = %id, %other, "the pair could not be queued for review: {error}"),
+        }
     }
 
     /// A bounded backfill of `scope` after a successful embedding; failures are logged.

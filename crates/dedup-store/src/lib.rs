@@ -49,7 +49,8 @@ pub use merges::{
     MergeRecord, TextSource, UndoReport,
 };
 pub use review::{
-    MAX_REVIEW_REASON_CHARS, MAX_REVIEW_REASONS, NewReview, Review, ReviewDecision, ReviewFilter, ReviewId, ReviewStatus,
+    MAX_REVIEW_REASON_CHARS, MAX_REVIEW_REASONS, NewReview, Review, ReviewDecision, ReviewFilter, ReviewId,
+    ReviewStatus,
 };
 pub use scope::{DEFAULT_DOMAIN, DEFAULT_NAMESPACE, HOOK_FAILURE_NAMESPACE, Scope, parse_memory_ref};
 pub use store::{DEFAULT_INDEX_MEMORY_BYTES, IndexUsage, RecentCapture, Store, StoreOptions};

@@ -232,10 +232,8 @@ impl MergePlan {
         reason: impl Into<String>,
         judge: impl Into<String>,
     ) -> MergePlan {
-        let metadata = dedup_core::merge_metadata(
-            &survivor.metadata,
-            &absorbed.iter().map(|m| &m.metadata).collect::<Vec<_>>(),
-        );
+        let metadata =
+            dedup_core::merge_metadata(&survivor.metadata, &absorbed.iter().map(|m| &m.metadata).collect::<Vec<_>>());
         let all = || std::iter::once(survivor).chain(absorbed);
         MergePlan {
             run_id: run_id.into(),

@@ -7,6 +7,7 @@ use clap::{Args, Parser, Subcommand};
 pub(crate) mod dedup;
 pub(crate) mod facts;
 pub(crate) mod hook;
+pub(crate) mod review;
 
 /// Keep an AI agent's long-term memory free of duplicates.
 ///
@@ -122,6 +123,10 @@ pub(crate) enum Command {
     /// Undo a merge (or all merges of a run): restore every row it changed exactly, and
     /// mark the pairs so the next run does not merge them again.
     Undo(dedup::UndoArgs),
+    /// The pairs a judge was unsure of (the learned judge's uncertain band), queued when
+    /// `add`, `capture` or the hook stored a memory that may duplicate another: list them,
+    /// and decide each one merge, apart or skip.
+    Review(review::ReviewArgs),
     /// Facts about the user, kept free of duplicates, and the prompt text made of them.
     Facts {
         #[command(subcommand)]

@@ -168,7 +168,7 @@ fn text_source(choice: &TextChoice) -> String {
 /// The human-readable run summary.
 /// The global flags that chose the store (`--db`, `--config`), as a pasted `undo` needs
 /// them, shell-quoted; a database URL's password is replaced, and the note says so.
-fn undo_flags(global: &GlobalArgs) -> (String, &'static str) {
+pub(crate) fn undo_flags(global: &GlobalArgs) -> (String, &'static str) {
     let mut flags = String::new();
     let mut note = "";
     if let Some(config) = &global.config {

@@ -26,6 +26,7 @@ mod playbook_cmd;
 mod precompact;
 mod progress;
 mod reembed_cmd;
+mod review_cmd;
 mod scan_cmd;
 mod serve_cmd;
 mod server_client;
@@ -76,6 +77,7 @@ fn main() -> ExitCode {
             Command::Dedup(args) => dedup_cmd::run(&cli.global, args).await,
             Command::Merges(args) => merges_cmd::run(&cli.global, args).await,
             Command::Undo(args) => undo_cmd::run(&cli.global, args).await,
+            Command::Review(args) => review_cmd::run(&cli.global, args).await,
         }
     });
     match result {

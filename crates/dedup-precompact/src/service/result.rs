@@ -129,6 +129,10 @@ pub struct DuplicateCheckResult {
     /// content is not a duplicate (an `add` stores it); the pair is one to review.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub likely_duplicate: Option<String>,
+    /// With an `uncertain` verdict: that memory's id and its cosine with the content. Not
+    /// serialised (the URN says which memory); `add` queues the pair for review with it.
+    #[serde(skip)]
+    pub likely_duplicate_pair: Option<(MemoryId, f32)>,
     /// What the caller should know about how the verdict was reached, e.g. that the
     /// learned judge had no model and cosine decided.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

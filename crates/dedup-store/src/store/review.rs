@@ -44,10 +44,8 @@ impl Store {
             .take(MAX_REVIEW_REASONS)
             .map(|r| r.chars().filter(|c| *c != '\0').take(MAX_REVIEW_REASON_CHARS).collect())
             .collect();
-        let reasons = serde_json::to_string(&reasons).map_err(|e| Error::InvalidContent {
-            what: "review",
-            reason: format!("reasons cannot be stored: {e}"),
-        })?;
+        let reasons = serde_json::to_string(&reasons)
+            .map_err(|e| Error::InvalidContent { what: "review", reason: format!("reasons cannot be stored: {e}") })?;
         let result = dispatch!(self, b => b.enqueue_review(review, low, high, &reasons, super::now()).await);
         self.classify(result)
     }
@@ -103,7 +101,8 @@ impl Store {
             return Err(Error::InvalidMerge { id, into, reason: "the review entry is about another pair of memories" });
         }
         let record = self.apply_merge(plan).await?;
-        let result = dispatch!(self, b => b.close_review(id, ReviewStatus::Merged, Some(record.id), super::now()).await);
+        let result =
+            dispatch!(self, b => b.close_review(id, ReviewStatus::Merged, Some(record.id), super::now()).await);
         match self.classify(result) {
             Ok(review) => Ok((review, record)),
             // The merge just changed both memories, so the entry reads as expired: record

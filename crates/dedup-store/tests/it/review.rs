@@ -30,7 +30,11 @@ async fn pair(store: &Store, scope: &Scope) -> anyhow::Result<(MemoryId, MemoryI
 }
 
 fn pending(scope: &Scope) -> ReviewFilter {
-    ReviewFilter { domain: Some(scope.domain().to_owned()), namespace: Some(scope.namespace_name().to_owned()), ..ReviewFilter::default() }
+    ReviewFilter {
+        domain: Some(scope.domain().to_owned()),
+        namespace: Some(scope.namespace_name().to_owned()),
+        ..ReviewFilter::default()
+    }
 }
 
 backend_tests! {

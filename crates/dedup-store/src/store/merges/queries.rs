@@ -232,16 +232,15 @@ macro_rules! merge_queries {
                     &self,
                     scope: &Scope,
                 ) -> Result<HashSet<(MemoryId, MemoryId)>> {
-                    let rows: Vec<(i64, i64)> =
-                        sqlx::query_as(
-                            "SELECT low, high FROM never_merge WHERE domain = $1 AND namespace = $2 \
+                    let rows: Vec<(i64, i64)> = sqlx::query_as(
+                        "SELECT low, high FROM never_merge WHERE domain = $1 AND namespace = $2 \
                              UNION SELECT low, high FROM review_queue \
                              WHERE domain = $1 AND namespace = $2 AND status = 'apart'",
-                        )
-                            .bind(scope.domain())
-                            .bind(scope.namespace_name())
-                            .fetch_all(&self.pool)
-                            .await?;
+                    )
+                    .bind(scope.domain())
+                    .bind(scope.namespace_name())
+                    .fetch_all(&self.pool)
+                    .await?;
                     Ok(rows.into_iter().map(|(low, high)| (MemoryId::new(low), MemoryId::new(high))).collect())
                 }
 
