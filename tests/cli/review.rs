@@ -104,3 +104,28 @@ fn apart_and_skip_and_bad_decisions() {
     // Both memories of each pair stay live.
     assert_eq!(run_json(&db, &["list", "--limit", "0"]).as_array().map(Vec::len), Some(4));
 }
+
+#[test]
+fn dedup_queues_the_pairs_the_learned_judge_is_unsure_of() {
+    require_model();
+    let (dir, db) = sqlite_db();
+    // Stored by the cosine judge at a high threshold, so `add` queues nothing.
+    let config = dir.path().join("memdedup.toml");
+    std::fs::write(&config, "[dedup]\ndefault_threshold = 0.99\njudge = \"cosine\"\n").expect("writable");
+    let config = config.display().to_string();
+    for text in [TYPE_HINTS[0], TYPE_HINTS[1], "Prefer composition over inheritance in new code"] {
+        memdedup().args(["--db", &db, "--config", &config, "add", text, "-n", "lessons"]).assert().success();
+    }
+    assert!(pending(&db, "lessons").is_empty());
+    memdedup().args(["--db", &db, "dedup", "-n", "lessons", "--judge", "learned"]).assert().success();
+    let queue = pending(&db, "lessons");
+    assert_eq!(queue.len(), 1, "{queue:?}");
+    assert_eq!((queue[0]["source"].as_str(), queue[0]["judge"].as_str()), (Some("dedup"), Some("learned")));
+    assert_eq!((queue[0]["low"]["id"].as_i64(), queue[0]["high"]["id"].as_i64()), (Some(1), Some(2)));
+    // Decided apart, a second run neither merges nor queues the pair again.
+    let id = queue[0]["id"].as_i64().expect("id").to_string();
+    memdedup().args(["--db", &db, "review", "decide", &id, "apart"]).assert().success();
+    memdedup().args(["--db", &db, "dedup", "-n", "lessons", "--judge", "learned"]).assert().success();
+    assert!(pending(&db, "lessons").is_empty());
+    assert_eq!(run_json(&db, &["list", "--limit", "0"]).as_array().map(Vec::len), Some(3));
+}

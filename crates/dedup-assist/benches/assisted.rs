@@ -151,7 +151,7 @@ fn answer(batch: &JudgeBatch, labels: &HashMap<String, usize>) -> JudgeResponse 
         .filter(|m| batch.mode == JudgeMode::Bootstrap || m.status == MemoryStatus::Unverified)
         .map(|m| m.id)
         .collect();
-    JudgeResponse { groups, no_match_ids, notes: vec![] }
+    JudgeResponse { groups, no_match_ids, notes: vec![], uncertain: vec![] }
 }
 
 /// The synthetic memories: texts, vectors and cluster labels, all from a fixed seed.

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use dedup_core::{
     ContentHash, ContractLimits, JudgeBatch, JudgeGroup, JudgeMemory, JudgeResponse, LocalJudge, LocalJudgeParams,
-    MemberView, MemoryStatus, PairJudgement, PairScorer, PairVerdict, TextLimits, best_existing_text, choose_survivor,
-    sentence_count,
+    MemberView, MemoryStatus, PairJudgement, PairScorer, PairVerdict, TextLimits, UncertainPair, best_existing_text,
+    choose_survivor, sentence_count,
 };
 use dedup_llm::TokenUsage;
 use dedup_store::MAX_CONTENT_BYTES;
@@ -193,11 +193,20 @@ impl LocalBatchJudge {
         judged.sort_by(|(x, jx), (y, jy)| self.strength(jy).total_cmp(&self.strength(jx)).then(x.cmp(y)));
 
         let mut notes = Vec::new();
+        let mut uncertain = Vec::new();
         let mut confirmed: BTreeMap<(i64, i64), &PairJudgement> = BTreeMap::new();
         for (pair, j) in &judged {
             if j.is_duplicate() && f64::from(self.strength(j)) >= hint {
                 confirmed.insert(*pair, j);
             } else if j.verdict == PairVerdict::Uncertain {
+                uncertain.push(UncertainPair {
+                    low: pair.0,
+                    high: pair.1,
+                    cosine: j.cosine,
+                    probability: j.probability,
+                    judge: if self.learned.is_some() { "learned" } else { "local" }.to_owned(),
+                    reasons: j.reasons.clone(),
+                });
                 notes.push(format!(
                     "memories {} and {} may be duplicates (uncertain, not merged, to review): {}",
                     pair.0,
@@ -241,7 +250,7 @@ impl LocalBatchJudge {
             reply_groups.push(group);
         }
         let no_match_ids = batch.ids_to_decide().into_iter().filter(|id| !grouped.contains(id)).collect();
-        Ok(JudgeResponse { groups: reply_groups, no_match_ids, notes })
+        Ok(JudgeResponse { groups: reply_groups, no_match_ids, notes, uncertain })
     }
 
     /// The reply to `batch` with the local judge; with the learned one whose model fails,
@@ -252,6 +261,7 @@ impl LocalBatchJudge {
             groups: Vec::new(),
             no_match_ids: batch.ids_to_decide().into_iter().collect(),
             notes: vec![format!("the learned judge failed: {error}")],
+            uncertain: Vec::new(),
         })
     }
 

@@ -5,12 +5,13 @@ use std::fmt;
 use std::sync::Arc;
 
 use dedup_core::{
-    ContractLimits, JudgeBatch, JudgeGroup, JudgeMode, JudgeRules, MemberView, TextChoice, TextLimits,
+    ContractLimits, JudgeBatch, JudgeGroup, JudgeMode, JudgeRules, MemberView, TextChoice, TextLimits, UncertainPair,
     ValidatedResponse, choose_survivor, choose_text, merge_metadata, validate_response,
 };
 use dedup_embed::Embedder;
 use dedup_store::{
-    ListFilter, MAX_CONTENT_BYTES, Memory, MemoryId, MergePlan, Scope, Store, StoredVector, TextSource, titled_text,
+    ListFilter, MAX_CONTENT_BYTES, Memory, MemoryId, MergePlan, NewReview, Scope, Store, StoredVector, TextSource,
+    titled_text,
 };
 use tokio::task::JoinSet;
 
@@ -437,6 +438,26 @@ impl Deduplicator {
         Ok(self.store.mark_verified(&rows).await?.len())
     }
 
+    /// Queues the pairs the judge was unsure of for review (`memdedup review`), with source
+    /// `dedup`; fail-open: a queue write that fails is logged and the run goes on.
+    async fn queue_for_review(&self, scope: &Scope, pairs: &[UncertainPair]) {
+        for pair in pairs {
+            let review = NewReview {
+                scope: scope.clone(),
+                a: MemoryId::new(pair.low),
+                b: MemoryId::new(pair.high),
+                cosine: pair.cosine,
+                probability: pair.probability,
+                judge: pair.judge.clone(),
+                reasons: pair.reasons.clone(),
+                source: "dedup".to_owned(),
+            };
+            if let Err(error) = self.store.enqueue_review(&review).await {
+                tracing::warn!(%scope, low = pair.low, high = pair.high, "a pair could not be queued for review: {error}");
+            }
+        }
+    }
+
     /// Records a failed batch on its unverified memories.
     async fn record_failure(
         &self,
@@ -516,6 +537,7 @@ impl Deduplicator {
                                 tracing::info!(batch = %planned.batch.batch_id, "judge note");
                                 report.note(note);
                             }
+                            self.queue_for_review(scope, &valid.uncertain).await;
                             self.apply(&planned, valid, memories, never, report, pass_report, failed_ids).await?;
                         }
                     }

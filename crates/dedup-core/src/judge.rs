@@ -161,6 +161,27 @@ pub struct JudgeResponse {
     /// Free-form remarks.
     #[serde(default)]
     pub notes: Vec<String>,
+    /// Pairs the judge was unsure of (an offline judge's uncertain band), to queue for
+    /// review. Not part of seed 003's contract: never read from nor written to a reply.
+    #[serde(skip)]
+    pub uncertain: Vec<UncertainPair>,
+}
+
+/// A pair of a batch that a judge was unsure of.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct UncertainPair {
+    /// The memory of lower id.
+    pub low: i64,
+    /// The other.
+    pub high: i64,
+    /// Their cosine.
+    pub cosine: f32,
+    /// The judge's P(duplicate), when it gives one.
+    pub probability: Option<f32>,
+    /// The judge's name (`learned`, `local`).
+    pub judge: String,
+    /// Why.
+    pub reasons: Vec<String>,
 }
 
 impl JudgeResponse {
@@ -375,6 +396,8 @@ pub struct ValidatedResponse {
     pub notes: Vec<String>,
     /// Whether notes were dropped or cut.
     pub notes_trimmed: bool,
+    /// The pairs the judge was unsure of whose memories are both in the batch.
+    pub uncertain: Vec<UncertainPair>,
 }
 
 /// Checks `response` against `batch` and `limits`; see [`ValidatedResponse`] for what a
@@ -475,7 +498,12 @@ pub fn validate_response(
             }
         })
         .collect();
-    Ok(ValidatedResponse { groups, no_match_ids, notes, notes_trimmed })
+    let uncertain = response
+        .uncertain
+        .into_iter()
+        .filter(|p| status.contains_key(&p.low) && status.contains_key(&p.high))
+        .collect();
+    Ok(ValidatedResponse { groups, no_match_ids, notes, notes_trimmed, uncertain })
 }
 
 #[cfg(test)]

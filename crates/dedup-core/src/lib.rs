@@ -75,7 +75,7 @@ pub use group_merge::{
 pub use json_reply::{extract_json_object, json_type};
 pub use judge::{
     CandidateEdge, ContractError, ContractLimits, JudgeBatch, JudgeGroup, JudgeMemory, JudgeMode, JudgeResponse,
-    JudgeRules, MAX_CANONICAL_SENTENCES, MAX_REASON_CHARS, MemoryStatus, ValidatedResponse, Violation,
+    JudgeRules, MAX_CANONICAL_SENTENCES, MAX_REASON_CHARS, MemoryStatus, UncertainPair, ValidatedResponse, Violation,
     validate_response,
 };
 pub use judged::{

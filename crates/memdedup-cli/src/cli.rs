@@ -123,9 +123,9 @@ pub(crate) enum Command {
     /// Undo a merge (or all merges of a run): restore every row it changed exactly, and
     /// mark the pairs so the next run does not merge them again.
     Undo(dedup::UndoArgs),
-    /// The pairs a judge was unsure of (the learned judge's uncertain band), queued when
-    /// `add`, `capture` or the hook stored a memory that may duplicate another: list them,
-    /// and decide each one merge, apart or skip.
+    /// The pairs a judge was unsure of (the learned judge's uncertain band), queued by
+    /// `add`, `capture`, the hook and `dedup`: list them, and decide each one merge, apart
+    /// or skip.
     Review(review::ReviewArgs),
     /// Facts about the user, kept free of duplicates, and the prompt text made of them.
     Facts {

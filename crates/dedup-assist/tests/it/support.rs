@@ -318,7 +318,7 @@ impl Truth {
             .filter(|m| batch.mode == JudgeMode::Bootstrap || m.status == MemoryStatus::Unverified)
             .map(|m| m.id)
             .collect();
-        JudgeResponse { groups, no_match_ids, notes: vec![] }
+        JudgeResponse { groups, no_match_ids, notes: vec![], uncertain: vec![] }
     }
 
     /// A fake server that answers like a correct judge.

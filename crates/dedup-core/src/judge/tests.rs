@@ -49,7 +49,7 @@ fn group(ids: &[i64]) -> JudgeGroup {
 }
 
 fn reply(groups: Vec<JudgeGroup>, no_match: &[i64]) -> JudgeResponse {
-    JudgeResponse { groups, no_match_ids: no_match.to_vec(), notes: vec![] }
+    JudgeResponse { groups, no_match_ids: no_match.to_vec(), notes: vec![], uncertain: vec![] }
 }
 
 fn violations(batch: &JudgeBatch, response: JudgeResponse) -> Vec<Violation> {
