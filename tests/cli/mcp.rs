@@ -122,6 +122,20 @@ async fn mcp_stdio_round_trip_check_add_duplicate_paraphrase_search_get() {
     assert_eq!(top["results"].as_array().map(Vec::len), Some(1), "{top}");
     let elsewhere = call_ok(&client, "memory_search", json!({"query": query, "namespace": "learnings"})).await;
     assert_eq!(elsewhere["results"], json!([]), "memories are only found in their namespace: {elsewhere}");
+    // Without a namespace every namespace that holds memories is searched, each hit with
+    // its scope (issue: recall across the namespaces the hook fills).
+    let (lesson_id, _) =
+        add_stored(&client, "learnings", "Turns out the billing database needs a nightly vacuum.").await;
+    let everywhere = call_ok(&client, "memory_search", json!({"query": query})).await;
+    assert_eq!(everywhere.get("scope"), None, "{everywhere}");
+    let searched: BTreeSet<&str> =
+        everywhere["searched"].as_array().expect("searched").iter().filter_map(|s| s["namespace"].as_str()).collect();
+    assert_eq!(searched, BTreeSet::from([ns, "learnings"]), "{everywhere}");
+    let hits = everywhere["results"].as_array().expect("results");
+    assert_eq!(hits.len(), 3, "{everywhere}");
+    assert!(hits.windows(2).all(|w| w[0]["score"].as_f64() >= w[1]["score"].as_f64()), "best first: {everywhere}");
+    let lesson = hits.iter().find(|h| h["id"] == lesson_id).expect("the lesson is recalled");
+    assert_eq!(lesson["scope"]["namespace"], "learnings", "{everywhere}");
 
     let by_id = call_ok(&client, "memory_get", json!({"id": id.to_string()})).await;
     let by_urn = call_ok(&client, "memory_get", json!({"id": urn})).await;

@@ -91,6 +91,15 @@ async fn mcp_http_bearer_tokens_refuse_strangers_and_limit_namespaces() {
     assert_eq!(got["memory"]["id"], agents_id, "{got}");
     // Unverified memories in `other`, which a scan of every namespace would judge.
     add_stored(&admin, "other", UNRELATED).await;
+    // Without a namespace, the limited token searches only the namespaces it may use.
+    let found = call_ok(&agents, "memory_search", json!({"query": "the billing database"})).await;
+    let searched: Vec<&str> =
+        found["searched"].as_array().expect("searched").iter().filter_map(|s| s["namespace"].as_str()).collect();
+    assert_eq!(searched, ["agents"], "{found}");
+    assert!(
+        found["results"].as_array().expect("results").iter().all(|r| r["scope"]["namespace"] == "agents"),
+        "{found}"
+    );
 
     // Everything the limited token asks of `other` (or of `default`) is forbidden and writes nothing.
     let before = db_state(&db, &["other", "default"]);

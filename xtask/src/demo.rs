@@ -95,6 +95,14 @@ pub fn run(root: &Path) -> Result<()> {
     }
     println!("\n==> memdedup --db {} stats", db.display());
     process::run(with_db().arg("stats"))?;
+
+    // A pair the learned judge is unsure of is stored, linked, and queued for review.
+    for text in ["always use type hints for function parameters", "use type hints on all function parameters"] {
+        println!("\n==> memdedup --db {} add \"{text}\" --namespace lessons", db.display());
+        process::run(with_db().args(["add", text, "--namespace", "lessons"]))?;
+    }
+    println!("\n==> memdedup --db {} review   (the pairs waiting for a person or an agent)", db.display());
+    process::run(with_db().arg("review"))?;
     Ok(())
 }
 

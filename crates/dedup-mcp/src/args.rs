@@ -133,7 +133,8 @@ pub struct MemoryAddArgs {
 pub struct MemorySearchArgs {
     /// What to recall, in words.
     pub query: String,
-    /// The namespace to search (default `default`).
+    /// The namespace to search (default: every namespace you may use that holds memories,
+    /// with each hit's scope in the result).
     #[serde(default)]
     pub namespace: Option<String>,
     /// The domain (default `global`).

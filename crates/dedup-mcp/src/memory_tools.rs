@@ -67,6 +67,8 @@ pub(crate) async fn add(context: &McpContext, access: &Access, args: MemoryAddAr
 struct Found {
     urn: String,
     id: i64,
+    /// The scope it lives in (when all namespaces are searched, hits come from several).
+    scope: Scope,
     score: f32,
     kind: String,
     title: Option<String>,
@@ -76,16 +78,43 @@ struct Found {
 /// The result of `memory_search`.
 #[derive(Serialize)]
 struct Recalled {
-    scope: Scope,
+    /// The scope searched; absent when every namespace the caller may see was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    scope: Option<Scope>,
+    /// The scopes searched.
+    searched: Vec<Scope>,
     model: String,
     results: Vec<Found>,
 }
 
 pub(crate) async fn search(context: &McpContext, access: &Access, args: MemorySearchArgs) -> ToolResult {
-    let scope = scope_of(&args.namespace, &args.domain)?;
     text_arg("query", &args.query)?;
     let limit = in_range("limit", args.limit.unwrap_or(DEFAULT_SEARCH_RESULTS), 1..=MAX_SEARCH_RESULTS)?;
-    access.check(&scope)?;
+    let store = context.service.store();
+    // One namespace when named, else every namespace (of the domain, when named) that
+    // holds memories and that the caller may see.
+    let (named, scopes) = match &args.namespace {
+        Some(_) => {
+            let scope = scope_of(&args.namespace, &args.domain)?;
+            access.check(&scope)?;
+            (Some(scope.clone()), vec![scope])
+        }
+        None => {
+            if let Some(domain) = &args.domain {
+                Scope::new(domain, memdedup::DEFAULT_NAMESPACE)
+                    .map_err(|e| ToolError::InvalidArgument(e.to_string()))?;
+            }
+            let stats = store.stats().await.map_err(|e| ToolError::failed("cannot list the namespaces", e))?;
+            let scopes = stats
+                .namespaces
+                .iter()
+                .filter(|n| n.live > 0 && access.allows(&n.namespace))
+                .filter(|n| args.domain.as_ref().is_none_or(|d| *d == n.domain))
+                .filter_map(|n| Scope::new(&n.domain, &n.namespace).ok())
+                .collect();
+            (None, scopes)
+        }
+    };
     let Some(embedder) = context.service.embedder() else {
         return Err(ToolError::NotConfigured(
             "memory_search needs the embedding model, and this server runs without one (install it with \
@@ -94,35 +123,47 @@ pub(crate) async fn search(context: &McpContext, access: &Access, args: MemorySe
         ));
     };
     let query = embedder.embed_one(&args.query).await.map_err(|e| ToolError::failed("cannot embed the query", e))?;
-    let store = context.service.store();
-    let neighbours = store
-        .search(&scope, embedder.model_id(), &query, limit)
-        .await
-        .map_err(|e| ToolError::failed("the search failed", e))?;
-    let mut results = Vec::with_capacity(neighbours.len());
-    for neighbour in neighbours {
+    let mut hits = Vec::new();
+    for scope in &scopes {
+        let neighbours = store
+            .search(scope, embedder.model_id(), &query, limit)
+            .await
+            .map_err(|e| ToolError::failed("the search failed", e))?;
+        hits.extend(neighbours);
+    }
+    hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
+    let mut results = Vec::with_capacity(limit);
+    for neighbour in hits {
+        if results.len() == limit {
+            break;
+        }
         let memory = store.get(neighbour.id).await.map_err(|e| ToolError::failed("cannot read a memory", e))?;
         // A memory merged away (or deleted) since the index saw it is not recalled.
         let Some(memory) = memory.filter(|m| !m.deprecated) else { continue };
         results.push(Found {
             urn: memory.urn(),
             id: memory.id.get(),
+            scope: memory.scope.clone(),
             score: neighbour.score,
             kind: memory.kind,
             title: memory.title,
             content: memory.content,
         });
     }
+    let place = match &named {
+        Some(scope) => format!("in {scope}"),
+        None => format!("in {}", plural(scopes.len(), "namespace")),
+    };
     let text = match results.first() {
         Some(best) => format!(
-            "{} in {scope}; the closest is {} at cosine {:.4}",
+            "{} {place}; the closest is {} at cosine {:.4}",
             plural(results.len(), "memory"),
             best.urn,
             best.score
         ),
-        None => format!("no memory in {scope} to recall"),
+        None => format!("no memory {place} to recall"),
     };
-    success(&Recalled { scope, model: embedder.model_id().to_owned(), results }, text)
+    success(&Recalled { scope: named, searched: scopes, model: embedder.model_id().to_owned(), results }, text)
 }
 
 /// The result of `memory_get`.

@@ -114,8 +114,9 @@ impl MemdedupMcp {
 
     #[tool(
         name = "memory_search",
-        description = "Recall: the stored memories of a namespace most similar to a query, best first, with their \
-                       URNs, cosine similarity and text. Merged-away memories are not returned.",
+        description = "Recall: the stored memories most similar to a query, best first, with their URNs, scopes, \
+                       cosine similarity and text; from one namespace when given, else from every namespace you \
+                       may use. Merged-away memories are not returned.",
         annotations(read_only_hint = true, open_world_hint = false)
     )]
     async fn memory_search(
