@@ -31,6 +31,7 @@ mod playbook;
 mod readme;
 mod review;
 mod scan;
+mod search;
 mod serve;
 mod similarity;
 mod support;

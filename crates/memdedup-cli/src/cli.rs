@@ -101,6 +101,9 @@ pub(crate) enum Command {
     Capture(CaptureArgs),
     /// List stored memories, oldest first.
     List(ListArgs),
+    /// Recall: the stored memories most similar to a query, best first, from one namespace
+    /// or (by default) from every namespace that holds memories.
+    Search(SearchArgs),
     /// Show one memory with all its fields.
     Show(ShowArgs),
     /// Per-namespace counts and the duplicates skipped, by reason.
@@ -211,6 +214,24 @@ pub(crate) struct PairJudgeArgs {
     /// Default: `[dedup] judge_params`, else the built-in parameters.
     #[arg(long, value_name = "FILE")]
     pub judge_params: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct SearchArgs {
+    /// What to recall, in words (`-` reads stdin).
+    pub query: String,
+    /// Only this namespace (default: every namespace that holds memories).
+    #[arg(long, short)]
+    pub namespace: Option<String>,
+    /// Only this domain.
+    #[arg(long)]
+    pub domain: Option<String>,
+    /// At most this many memories (1 to 50).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=50))]
+    pub limit: u64,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

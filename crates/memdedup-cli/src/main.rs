@@ -28,6 +28,7 @@ mod progress;
 mod reembed_cmd;
 mod review_cmd;
 mod scan_cmd;
+mod search_cmd;
 mod serve_cmd;
 mod server_client;
 mod similarity_cmd;
@@ -69,6 +70,7 @@ fn main() -> ExitCode {
             Command::Add(args) => memory_cmd::add(&cli.global, args).await,
             Command::Capture(args) => capture_cmd::run(&cli.global, args).await,
             Command::List(args) => memory_cmd::list(&cli.global, args).await,
+            Command::Search(args) => search_cmd::run(&cli.global, args).await,
             Command::Show(args) => memory_cmd::show(&cli.global, args).await,
             Command::Stats(args) => memory_cmd::stats(&cli.global, args).await,
             Command::Reembed(args) => reembed_cmd::run(&cli.global, args).await,
