@@ -20,7 +20,7 @@ const DELAY_SPAN: f64 = 1.1;
 /// How often a process about to be killed is polled for an early exit.
 const POLL: Duration = Duration::from_millis(2);
 /// The first delay span, before any run has been timed.
-const FIRST_SPAN: Duration = Duration::from_millis(400);
+pub(crate) const FIRST_SPAN: Duration = Duration::from_millis(400);
 /// Probability that a trial of `add` or `capture` starts on a database file that does
 /// not exist yet, so kills also land during schema creation.
 const FRESH_DB_SHARE: f64 = 0.25;
@@ -36,17 +36,17 @@ const WORDS: [&str; 48] = [
 
 /// What one group of trials saw, for the summary line.
 #[derive(Default)]
-struct Tally {
-    trials: usize,
+pub(crate) struct Tally {
+    pub(crate) trials: usize,
     /// Kills that reached a process still running (the others came after it exited).
-    landed: usize,
+    pub(crate) landed: usize,
     /// Kills that left an intermediate state behind: a temporary file, part of a batch,
     /// or an open store without the new memory.
-    partial: usize,
+    pub(crate) partial: usize,
 }
 
 impl Tally {
-    fn report(&self, group: &str, partial: &str) {
+    pub(crate) fn report(&self, group: &str, partial: &str) {
         eprintln!(
             "kill trials ({group}): {}, kills landed while running: {}, {partial}: {}, losses: 0 (MEMDEDUP_RELIABILITY_SEED={})",
             self.trials,
@@ -59,7 +59,7 @@ impl Tally {
 
 /// Spawns `cmd` quietly and SIGKILLs it `delay` after the start unless it has exited
 /// by then. Returns whether the kill landed on a running process.
-fn kill_after(cmd: &mut Command, delay: Duration) -> bool {
+pub(crate) fn kill_after(cmd: &mut Command, delay: Duration) -> bool {
     let started = Instant::now();
     let mut child: Child =
         cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("memdedup starts");
@@ -88,12 +88,12 @@ fn run_timed(cmd: &mut Command, context: &str) -> Duration {
 }
 
 /// A delay drawn from 0 to [`DELAY_SPAN`] × `typical`.
-fn draw_delay(rng: &mut StdRng, typical: Duration) -> Duration {
+pub(crate) fn draw_delay(rng: &mut StdRng, typical: Duration) -> Duration {
     typical.mul_f64(rng.random_range(0.0..DELAY_SPAN))
 }
 
 /// A moving average of uninterrupted run times (the last runs count most).
-fn average(typical: Duration, latest: Duration) -> Duration {
+pub(crate) fn average(typical: Duration, latest: Duration) -> Duration {
     if typical.is_zero() { latest } else { typical.mul_f64(0.7) + latest.mul_f64(0.3) }
 }
 

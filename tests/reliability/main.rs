@@ -5,6 +5,7 @@ mod bad_input;
 mod concurrency;
 mod kill_trials;
 mod long_texts;
+mod review_kills;
 mod secrets;
 mod serve_bodies;
 mod support;
