@@ -104,13 +104,12 @@ pub(crate) async fn search(context: &McpContext, access: &Access, args: MemorySe
                 Scope::new(domain, memdedup::DEFAULT_NAMESPACE)
                     .map_err(|e| ToolError::InvalidArgument(e.to_string()))?;
             }
-            let stats = store.stats().await.map_err(|e| ToolError::failed("cannot list the namespaces", e))?;
-            let scopes = stats
-                .namespaces
-                .iter()
-                .filter(|n| n.live > 0 && access.allows(&n.namespace))
-                .filter(|n| args.domain.as_ref().is_none_or(|d| *d == n.domain))
-                .filter_map(|n| Scope::new(&n.domain, &n.namespace).ok())
+            let scopes = store
+                .scopes_with_memories(args.domain.as_deref())
+                .await
+                .map_err(|e| ToolError::failed("cannot list the namespaces", e))?
+                .into_iter()
+                .filter(|s| access.allows(s.namespace_name()))
                 .collect();
             (None, scopes)
         }
@@ -123,33 +122,22 @@ pub(crate) async fn search(context: &McpContext, access: &Access, args: MemorySe
         ));
     };
     let query = embedder.embed_one(&args.query).await.map_err(|e| ToolError::failed("cannot embed the query", e))?;
-    let mut hits = Vec::new();
-    for scope in &scopes {
-        let neighbours = store
-            .search(scope, embedder.model_id(), &query, limit)
-            .await
-            .map_err(|e| ToolError::failed("the search failed", e))?;
-        hits.extend(neighbours);
-    }
-    hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
-    let mut results = Vec::with_capacity(limit);
-    for neighbour in hits {
-        if results.len() == limit {
-            break;
-        }
-        let memory = store.get(neighbour.id).await.map_err(|e| ToolError::failed("cannot read a memory", e))?;
-        // A memory merged away (or deleted) since the index saw it is not recalled.
-        let Some(memory) = memory.filter(|m| !m.deprecated) else { continue };
-        results.push(Found {
+    let hits = store
+        .search_scopes(&scopes, embedder.model_id(), &query, limit)
+        .await
+        .map_err(|e| ToolError::failed("the search failed", e))?;
+    let results: Vec<Found> = hits
+        .into_iter()
+        .map(|(memory, score)| Found {
             urn: memory.urn(),
             id: memory.id.get(),
             scope: memory.scope.clone(),
-            score: neighbour.score,
+            score,
             kind: memory.kind,
             title: memory.title,
             content: memory.content,
-        });
-    }
+        })
+        .collect();
     let place = match &named {
         Some(scope) => format!("in {scope}"),
         None => format!("in {}", plural(scopes.len(), "namespace")),

@@ -43,6 +43,7 @@ mod dedup_queue;
 #[macro_use]
 mod merges;
 mod index_state;
+mod recall;
 mod records;
 mod registry;
 #[macro_use]

@@ -12,7 +12,6 @@ use crate::cli::{GlobalArgs, SearchArgs};
 use crate::input::read_text;
 use crate::open::{config_file, local_embedder, model_dir, open_store};
 use crate::output::{emit, plural};
-use crate::precompact::is_hook_failure_scope;
 
 pub(crate) async fn run(global: &GlobalArgs, args: &SearchArgs) -> Result<()> {
     let query = if args.query == "-" { read_text(Path::new("-"))? } else { args.query.clone() };
@@ -69,33 +68,12 @@ async fn search(
     named: Option<Scope>,
     args: &SearchArgs,
 ) -> Result<Hits> {
-    let scopes: Vec<Scope> = match named {
+    let scopes = match named {
         Some(scope) => vec![scope],
-        None => store
-            .stats()
-            .await?
-            .namespaces
-            .iter()
-            .filter(|n| n.live > 0 && args.domain.as_ref().is_none_or(|d| *d == n.domain))
-            .filter_map(|n| Scope::new(&n.domain, &n.namespace).ok())
-            .filter(|s| !is_hook_failure_scope(s.domain(), s.namespace_name()))
-            .collect(),
+        None => store.scopes_with_memories(args.domain.as_deref()).await?,
     };
     let vector = embedder.embed_one(query).await.context("cannot embed the query")?;
     let limit = usize::try_from(args.limit).unwrap_or(5);
-    let mut neighbours = Vec::new();
-    for scope in &scopes {
-        neighbours.extend(store.search(scope, embedder.model_id(), &vector, limit).await?);
-    }
-    neighbours.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
-    let mut hits = Vec::new();
-    for neighbour in neighbours {
-        if hits.len() == limit {
-            break;
-        }
-        if let Some(memory) = store.get(neighbour.id).await?.filter(|m| !m.deprecated) {
-            hits.push((memory, neighbour.score));
-        }
-    }
+    let hits = store.search_scopes(&scopes, embedder.model_id(), &vector, limit).await?;
     Ok((scopes, hits))
 }

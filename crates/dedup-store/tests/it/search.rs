@@ -5,7 +5,7 @@ use dedup_store::{Error, InsertOutcome, MemoryId, NewMemory, StoredVector};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 
-use crate::support::{MODEL, basis, embedding, insert_vector, random_unit, scope, stored};
+use crate::support::{MODEL, at_cosine, basis, embedding, insert_vector, random_unit, scope, stored};
 
 /// Brute-force top-k: every vector scored, highest first, ties by lower id.
 fn brute_force(vectors: &[(MemoryId, Embedding)], query: &Embedding, k: usize) -> Vec<(MemoryId, f32)> {
@@ -17,6 +17,27 @@ fn brute_force(vectors: &[(MemoryId, Embedding)], query: &Embedding, k: usize) -
 }
 
 backend_tests! {
+    async fn search_scopes_merges_scopes_best_first_and_leaves_out_dead_memories(db) {
+        let store = db.open().await?;
+        let (a, b, c) = (scope("global", "a"), scope("global", "b"), scope("other", "c"));
+        let query = basis(8, 0);
+        let best = insert_vector(&store, &a, "the best match", &query).await?;
+        let next = insert_vector(&store, &b, "the next one", &at_cosine(&query, &basis(8, 1), 0.8)).await?;
+        let far = insert_vector(&store, &c, "far away", &basis(8, 2)).await?;
+        assert_eq!(store.scopes_with_memories(None).await?, [a.clone(), b.clone(), c.clone()]);
+        assert_eq!(store.scopes_with_memories(Some("other")).await?, [c.clone()]);
+        let found = store.search_scopes(&[a.clone(), b.clone(), c.clone()], MODEL, &query, 5).await?;
+        let ids: Vec<MemoryId> = found.iter().map(|(m, _)| m.id).collect();
+        assert_eq!(ids, [best, next, far]);
+        assert!((found[1].1 - 0.8).abs() < 1e-4, "{:?}", found[1].1);
+        assert_eq!(store.search_scopes(&[a.clone(), b.clone()], MODEL, &query, 1).await?.len(), 1);
+        assert!(store.deprecate(best, None).await?);
+        let found = store.search_scopes(&[a.clone(), b.clone()], MODEL, &query, 5).await?;
+        assert_eq!(found.iter().map(|(m, _)| m.id).collect::<Vec<_>>(), [next]);
+        assert_eq!(store.scopes_with_memories(None).await?, [b, c], "a holds no live memory now");
+        Ok(())
+    }
+
     async fn semantic_duplicate_at_and_below_threshold(db) {
         let store = db.open().await?;
         let s = scope("global", "default");
