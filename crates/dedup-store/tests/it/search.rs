@@ -25,7 +25,7 @@ backend_tests! {
         let next = insert_vector(&store, &b, "the next one", &at_cosine(&query, &basis(8, 1), 0.8)).await?;
         let far = insert_vector(&store, &c, "far away", &basis(8, 2)).await?;
         assert_eq!(store.scopes_with_memories(None).await?, [a.clone(), b.clone(), c.clone()]);
-        assert_eq!(store.scopes_with_memories(Some("other")).await?, [c.clone()]);
+        assert_eq!(store.scopes_with_memories(Some("other")).await?, std::slice::from_ref(&c));
         let found = store.search_scopes(&[a.clone(), b.clone(), c.clone()], MODEL, &query, 5).await?;
         let ids: Vec<MemoryId> = found.iter().map(|(m, _)| m.id).collect();
         assert_eq!(ids, [best, next, far]);
