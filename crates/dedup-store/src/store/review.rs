@@ -103,16 +103,7 @@ impl Store {
         let record = self.apply_merge(plan).await?;
         let result =
             dispatch!(self, b => b.close_review(id, ReviewStatus::Merged, Some(record.id), super::now()).await);
-        match self.classify(result) {
-            Ok(review) => Ok((review, record)),
-            // The merge just changed both memories, so the entry reads as expired: record
-            // the decision anyway, since it is the merge that did it.
-            Err(Error::ReviewClosed { status: ReviewStatus::Expired, .. }) => {
-                let result = dispatch!(self, b => b.record_merged_review(id, record.id, super::now()).await);
-                Ok((self.classify(result)?, record))
-            }
-            Err(e) => Err(e),
-        }
+        Ok((self.classify(result)?, record))
     }
 }
 
@@ -263,7 +254,8 @@ macro_rules! review_queries {
                     select_review(&mut conn, id).await
                 }
 
-                /// Records a decision on a pending, unexpired entry.
+                /// Records a decision on a pending entry: unexpired, or, for a merge
+                /// (`merge_id`), expired by that merge, which changed both memories.
                 pub(in crate::store) async fn close_review(
                     &self,
                     id: ReviewId,
@@ -273,7 +265,9 @@ macro_rules! review_queries {
                 ) -> Result<Review> {
                     let mut write = self.begin_write().await?;
                     let review = select_review(write.conn(), id).await?.ok_or(Error::ReviewNotFound(id))?;
-                    if review.status != ReviewStatus::Pending {
+                    let open = review.status == ReviewStatus::Pending
+                        || (merge_id.is_some() && review.status == ReviewStatus::Expired);
+                    if !open {
                         return Err(Error::ReviewClosed { id, status: review.status });
                     }
                     sqlx::query("UPDATE review_queue SET status = $2, merge_id = $3, decided_at = $4 WHERE id = $1")
@@ -283,28 +277,6 @@ macro_rules! review_queries {
                         .bind(now)
                         .execute(write.conn())
                         .await?;
-                    let review = select_review(write.conn(), id).await?.ok_or(Error::ReviewNotFound(id))?;
-                    write.commit().await?;
-                    Ok(review)
-                }
-
-                /// Records that merge `merge_id` decided an entry whose memories it changed.
-                pub(in crate::store) async fn record_merged_review(
-                    &self,
-                    id: ReviewId,
-                    merge_id: MergeId,
-                    now: DateTime<Utc>,
-                ) -> Result<Review> {
-                    let mut write = self.begin_write().await?;
-                    sqlx::query(
-                        "UPDATE review_queue SET status = 'merged', merge_id = $2, decided_at = $3 \
-                         WHERE id = $1 AND status = 'pending'",
-                    )
-                    .bind(id.get())
-                    .bind(merge_id.get())
-                    .bind(now)
-                    .execute(write.conn())
-                    .await?;
                     let review = select_review(write.conn(), id).await?.ok_or(Error::ReviewNotFound(id))?;
                     write.commit().await?;
                     Ok(review)
