@@ -96,6 +96,27 @@ pub enum Error {
     /// No merge in the ledger has this id.
     #[error("no merge with id {0}")]
     MergeNotFound(crate::MergeId),
+    /// No change in the memory history has this id.
+    #[error("no change with id {0} in the memory history")]
+    ChangeNotFound(crate::ChangeId),
+    /// A change cannot be undone: it was undone already, it is not an edit or a deletion,
+    /// or the memory changed since (nothing was written).
+    #[error("cannot undo change {id}: {reason}")]
+    ChangeNotUndoable {
+        /// The change.
+        id: crate::ChangeId,
+        /// Why, in words.
+        reason: String,
+    },
+    /// The memory is not live (forgotten, merged or deprecated): it cannot be edited or
+    /// forgotten.
+    #[error("memory {id} is not live: {reason}")]
+    NotLive {
+        /// The memory.
+        id: crate::MemoryId,
+        /// What it is instead.
+        reason: String,
+    },
     /// No review entry has this id.
     #[error("no review entry with id {0}")]
     ReviewNotFound(crate::ReviewId),

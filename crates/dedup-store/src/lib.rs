@@ -26,6 +26,7 @@
 #[cfg(not(any(feature = "sqlite", feature = "postgres")))]
 compile_error!("dedup-store needs at least one backend feature: `sqlite` or `postgres`");
 
+mod change;
 mod error;
 mod facts;
 mod index;
@@ -36,6 +37,7 @@ mod review;
 mod scope;
 mod store;
 
+pub use change::{Change, ChangeAction, ChangeId, MAX_CHANGE_SOURCE_BYTES};
 pub use error::{Error, Result};
 pub use facts::{Fact, FactOutcome, FactUpdate, MAX_SOURCE_BYTES, NewFact};
 pub use index::VectorIndex;
@@ -53,4 +55,4 @@ pub use review::{
     ReviewStatus,
 };
 pub use scope::{DEFAULT_DOMAIN, DEFAULT_NAMESPACE, HOOK_FAILURE_NAMESPACE, Scope, parse_memory_ref};
-pub use store::{DEFAULT_INDEX_MEMORY_BYTES, IndexUsage, RecentCapture, Store, StoreOptions};
+pub use store::{DEFAULT_INDEX_MEMORY_BYTES, IndexUsage, MAX_CHANGES_LISTED, RecentCapture, Store, StoreOptions};

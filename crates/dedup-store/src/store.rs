@@ -48,9 +48,12 @@ mod records;
 mod registry;
 #[macro_use]
 mod review;
+#[macro_use]
+mod changes;
 
 use index_state::{FreshIndex, IndexHandle, IndexKey, IndexState, top_k};
 use records::{CachedRecord, MemoryRecord, VectorRecord, decode_cached, decode_vector, dims_i32};
+pub use changes::MAX_CHANGES_LISTED;
 pub use registry::IndexUsage;
 use registry::{IndexLoads, IndexRegistry};
 pub use upkeep::RecentCapture;
@@ -327,7 +330,7 @@ impl Store {
     pub async fn update(&self, id: MemoryId, update: MemoryUpdate, vector: Option<StoredVector>) -> Result<Memory> {
         let prepared = PreparedUpdate::new(update, vector)?;
         let result = dispatch!(self, b => b.update(id, &prepared).await);
-        let memory = self.classify(result)?;
+        let (memory, _) = self.classify(result)?;
         // Indexes of the scope read a changed vector on their next refresh.
         tracing::debug!(%id, "updated");
         Ok(memory)
@@ -514,6 +517,8 @@ pub(crate) struct PreparedUpdate {
     metadata_json: Option<String>,
     vector: Option<StoredVector>,
     now: DateTime<Utc>,
+    /// Set for an edit recorded in the memory's history.
+    note: Option<changes::ChangeNote>,
 }
 
 impl PreparedUpdate {
@@ -529,7 +534,7 @@ impl PreparedUpdate {
             validate_model(&vector.model)?;
         }
         let hash = update.content.as_deref().map(ContentHash::of);
-        Ok(PreparedUpdate { update, hash, metadata_json, vector, now: now() })
+        Ok(PreparedUpdate { update, hash, metadata_json, vector, now: now(), note: None })
     }
 
     /// Whether the memory's vector changes (new content, or a new vector for the old one).

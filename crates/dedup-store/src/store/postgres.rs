@@ -130,3 +130,4 @@ upkeep_queries!(PgBackend);
 dedup_queue_queries!(PgBackend);
 merge_queries!(PgBackend, json_param = "::jsonb");
 review_queries!(PgBackend, json_param = "::jsonb");
+change_queries!(PgBackend);

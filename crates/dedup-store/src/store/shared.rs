@@ -26,12 +26,13 @@ macro_rules! shared_queries {
             use sqlx::QueryBuilder;
 
             use super::*;
+            use crate::store::changes::{ChangeNote, ChangeRow};
             use crate::store::{
                 FreshIndex, IndexHandle, IndexKey, IndexLoads, IndexState, IndexedInsert, MemoryRecord, PreparedMemory,
                 PreparedUpdate, VectorRecord, dims_i32, now, top_k,
             };
             use crate::{
-                Edge, Error, InsertOutcome, ListFilter, Memory, MemoryId, NamespaceStats, Result, Scope, StoredVector,
+                ChangeAction, ChangeId, Edge, Error, InsertOutcome, ListFilter, Memory, MemoryId, NamespaceStats, Result, Scope, StoredVector,
             };
 
             /// Rows per multi-row insert.
@@ -203,11 +204,30 @@ macro_rules! shared_queries {
                 }
 
                 /// Applies a prepared update under the scope lock; the memory as stored.
-                pub(in crate::store) async fn update(&self, id: MemoryId, prepared: &PreparedUpdate) -> Result<Memory> {
+                /// With a change note, a new text is recorded in the memory's history (and
+                /// a live memory is required); an undo's note marks the change it undoes.
+                pub(in crate::store) async fn update(
+                    &self,
+                    id: MemoryId,
+                    prepared: &PreparedUpdate,
+                ) -> Result<(Memory, Option<ChangeId>)> {
                     let mut write = self.begin_write().await?;
                     let (scope, _) = scope_of(write.conn(), id).await?.ok_or(Error::NotFound(id))?;
                     lock_scope(write.conn(), &scope).await?;
                     let current = select_memory(write.conn(), id).await?.ok_or(Error::NotFound(id))?;
+                    if let Some(note) = &prepared.note {
+                        if current.deprecated {
+                            return Err(Error::NotLive { id, reason: not_live_reason(&current) });
+                        }
+                        if let (Some(undoes), Some(expect)) = (note.undoes, &note.expect_hash) {
+                            if current.content_hash != *expect {
+                                return Err(Error::ChangeNotUndoable {
+                                    id: undoes,
+                                    reason: format!("memory {id}'s text changed since"),
+                                });
+                            }
+                        }
+                    }
                     if let Some(vector) = &prepared.vector {
                         check_model_dims(write.conn(), &scope, vector, Some(id)).await?;
                     }
@@ -285,9 +305,22 @@ macro_rules! shared_queries {
                             insert_vector_row(write.conn(), id, vector).await?;
                         }
                     }
+                    let change = match (&prepared.note, &update.content) {
+                        (Some(note), Some(content)) if *content != current.content => {
+                            let edit = ChangeRow {
+                                memory: id,
+                                scope: &scope,
+                                action: ChangeAction::Edited,
+                                before: Some(&current.content),
+                                after: Some(content),
+                            };
+                            Some(record_change(write.conn(), &edit, note, prepared.now).await?)
+                        }
+                        _ => None,
+                    };
                     let memory = select_memory(write.conn(), id).await?.ok_or(Error::NotFound(id))?;
                     write.commit().await?;
-                    Ok(memory)
+                    Ok((memory, change))
                 }
 
                 /// Deletes `id` under its scope's lock; the scope and the version written,
@@ -621,6 +654,52 @@ macro_rules! shared_queries {
                 .fetch_one(&mut *conn)
                 .await?;
                 Ok(version)
+            }
+
+            /// Writes one entry of a memory's history; with `note.undoes`, marks that
+            /// change undone by this one (failing when it was undone already).
+            pub(super) async fn record_change(
+                conn: &mut Conn,
+                row: &ChangeRow<'_>,
+                note: &ChangeNote,
+                at: chrono::DateTime<chrono::Utc>,
+            ) -> Result<ChangeId> {
+                let id: i64 = sqlx::query_scalar(
+                    "INSERT INTO memory_changes (memory_id, domain, namespace, action, before_text, after_text, \
+                     source, undoes, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
+                )
+                .bind(row.memory.get())
+                .bind(row.scope.domain())
+                .bind(row.scope.namespace_name())
+                .bind(row.action.as_str())
+                .bind(row.before)
+                .bind(row.after)
+                .bind(&note.source)
+                .bind(note.undoes.map(ChangeId::get))
+                .bind(at)
+                .fetch_one(&mut *conn)
+                .await?;
+                if let Some(undoes) = note.undoes {
+                    let marked = sqlx::query(
+                        "UPDATE memory_changes SET undone_by = $2 WHERE id = $1 AND undone_by IS NULL",
+                    )
+                    .bind(undoes.get())
+                    .bind(id)
+                    .execute(&mut *conn)
+                    .await?;
+                    if marked.rows_affected() != 1 {
+                        return Err(Error::ChangeNotUndoable { id: undoes, reason: "it was undone already".into() });
+                    }
+                }
+                Ok(ChangeId::new(id))
+            }
+
+            /// Why a deprecated memory is not live, in words.
+            pub(super) fn not_live_reason(memory: &Memory) -> String {
+                match memory.merged_into {
+                    Some(into) => format!("it was merged into memory {into}"),
+                    None => "it was forgotten or retired".to_owned(),
+                }
             }
 
             /// The scope of a memory and whether it is deprecated.

@@ -192,3 +192,4 @@ upkeep_queries!(SqliteBackend);
 dedup_queue_queries!(SqliteBackend);
 merge_queries!(SqliteBackend, json_param = "");
 review_queries!(SqliteBackend, json_param = "");
+change_queries!(SqliteBackend);

@@ -42,6 +42,7 @@ macro_rules! backend_tests {
 }
 
 mod basics;
+mod changes;
 mod concurrency;
 mod facts;
 mod index_budget;
