@@ -43,6 +43,6 @@ pub use recent::{RecentCaptureCache, RecentCaptures, RecentHit};
 pub use redis_recent::RedisRecentCaptures;
 pub use service::{
     AddOutcome, Backfill, CheckFailure, CheckType, DeduplicationService, DuplicateCheckResult, DuplicateReason,
-    NO_EMBEDDER_NOTE,
+    EditDuplicate, EditOutcome, EditStatus, HistoryEvent, MemoryHistory, NO_EMBEDDER_NOTE,
 };
 pub use store_recent::StoreRecentCaptures;

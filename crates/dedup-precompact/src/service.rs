@@ -14,8 +14,10 @@ use serde::Serialize;
 use crate::metrics;
 use crate::{DeduplicationConfig, JudgeCandidate, PairDecision, PairJudgeChoice, RecentCaptures, Result};
 
+mod lifecycle;
 mod result;
 
+pub use lifecycle::{EditDuplicate, EditOutcome, EditStatus, HistoryEvent, MemoryHistory};
 pub use result::{AddOutcome, CheckFailure, CheckType, DuplicateCheckResult, DuplicateReason};
 
 /// The note a check carries when the semantic check could not run for want of a model:

@@ -2,6 +2,7 @@
 
 mod concurrency;
 mod fail_open;
+mod lifecycle;
 mod recent_across;
 mod secrets;
 mod seed_004;
