@@ -14,6 +14,7 @@ mod hook;
 mod judge;
 mod judge_check;
 mod judge_learned;
+mod lifecycle;
 mod mcp;
 mod mcp_bad_input;
 mod mcp_docs;

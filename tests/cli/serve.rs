@@ -9,9 +9,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use sqlx::Connection;
 
-use crate::support::{memdedup, postgres_url, require_model, sqlite_db, text};
+use crate::support::{PgDatabase, memdedup, require_model, sqlite_db, text};
 
 /// What `memdedup serve` prints on stderr once it accepts connections.
 const LISTENING: &str = "memdedup: listening on http://";
@@ -171,64 +170,6 @@ impl Drop for Server {
         }
         let _ = child.wait();
     }
-}
-
-/// A database created on the `DATABASE_URL` server for one test, dropped afterwards.
-struct PgDatabase {
-    admin_url: String,
-    name: String,
-    url: String,
-}
-
-impl PgDatabase {
-    async fn create() -> PgDatabase {
-        let admin_url = postgres_url();
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
-        let name = format!("memdedup_serve_{}_{}", std::process::id(), nanos % 1_000_000_000_000);
-        let mut admin = sqlx::PgConnection::connect(&admin_url)
-            .await
-            .unwrap_or_else(|e| panic!("cannot connect to DATABASE_URL to create a test database: {e}"));
-        sqlx::query(&format!("CREATE DATABASE {name}")).execute(&mut admin).await.expect("CREATE DATABASE");
-        admin.close().await.expect("close the admin connection");
-        let url = with_database(&admin_url, &name);
-        PgDatabase { admin_url, name, url }
-    }
-}
-
-impl Drop for PgDatabase {
-    fn drop(&mut self) {
-        let (admin_url, name) = (self.admin_url.clone(), self.name.clone());
-        // On a thread of its own: Drop cannot await, and the test's runtime may be busy.
-        let dropped = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-            runtime.block_on(async {
-                let mut admin = sqlx::PgConnection::connect(&admin_url).await?;
-                sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).execute(&mut admin).await?;
-                admin.close().await?;
-                anyhow::Ok(())
-            })
-        })
-        .join();
-        if let Ok(Err(error)) = dropped {
-            eprintln!("warning: could not drop test database {}: {error:#}", self.name);
-        }
-    }
-}
-
-/// `url` with its database replaced by `name`.
-fn with_database(url: &str, name: &str) -> String {
-    let (base, query) = match url.split_once('?') {
-        Some((base, query)) => (base, Some(query)),
-        None => (url, None),
-    };
-    let scheme_end = base.find("://").expect("DATABASE_URL is a URL") + 3;
-    let authority_end = base[scheme_end..].find('/').map_or(base.len(), |i| scheme_end + i);
-    let mut out = format!("{}/{name}", &base[..authority_end]);
-    if let Some(query) = query {
-        out.push('?');
-        out.push_str(query);
-    }
-    out
 }
 
 fn client() -> reqwest::Client {

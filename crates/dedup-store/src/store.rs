@@ -51,9 +51,9 @@ mod review;
 #[macro_use]
 mod changes;
 
+pub use changes::MAX_CHANGES_LISTED;
 use index_state::{FreshIndex, IndexHandle, IndexKey, IndexState, top_k};
 use records::{CachedRecord, MemoryRecord, VectorRecord, decode_cached, decode_vector, dims_i32};
-pub use changes::MAX_CHANGES_LISTED;
 pub use registry::IndexUsage;
 use registry::{IndexLoads, IndexRegistry};
 pub use upkeep::RecentCapture;

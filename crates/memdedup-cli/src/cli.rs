@@ -7,6 +7,7 @@ use clap::{Args, Parser, Subcommand};
 pub(crate) mod dedup;
 pub(crate) mod facts;
 pub(crate) mod hook;
+pub(crate) mod lifecycle;
 pub(crate) mod review;
 
 /// Keep an AI agent's long-term memory free of duplicates.
@@ -106,6 +107,14 @@ pub(crate) enum Command {
     Search(SearchArgs),
     /// Show one memory with all its fields.
     Show(ShowArgs),
+    /// Replace a memory's text, unless the new text duplicates another memory (named in
+    /// the refusal). Recorded in its history; undo with `memdedup undo --change ID`.
+    Edit(lifecycle::EditArgs),
+    /// Forget a memory: no longer live, searched or listed. Recorded in its history; undo
+    /// with `memdedup undo --change ID`.
+    Forget(lifecycle::ForgetArgs),
+    /// A memory's history: its edits, deletions, restores and merges, oldest first.
+    History(lifecycle::HistoryArgs),
     /// Per-namespace counts and the duplicates skipped, by reason.
     Stats(JsonArgs),
     /// Embed memories stored while the embedder was down, so semantic checks see them.
@@ -124,7 +133,8 @@ pub(crate) enum Command {
     /// List the merges of assisted dedup runs, oldest first.
     Merges(dedup::MergesArgs),
     /// Undo a merge (or all merges of a run): restore every row it changed exactly, and
-    /// mark the pairs so the next run does not merge them again.
+    /// mark the pairs so the next run does not merge them again. With `--change ID`, undo
+    /// an edit or a forget of a memory's history instead.
     Undo(dedup::UndoArgs),
     /// The pairs a judge was unsure of (the learned judge's uncertain band), queued by
     /// `add`, `capture`, the hook and `dedup`: list them, and decide each one merge, apart

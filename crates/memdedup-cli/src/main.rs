@@ -17,6 +17,7 @@ mod hook_cmd;
 mod input;
 mod judging;
 mod labelled;
+mod lifecycle_cmd;
 mod mcp_cmd;
 mod memory_cmd;
 mod merges_cmd;
@@ -72,6 +73,9 @@ fn main() -> ExitCode {
             Command::List(args) => memory_cmd::list(&cli.global, args).await,
             Command::Search(args) => search_cmd::run(&cli.global, args).await,
             Command::Show(args) => memory_cmd::show(&cli.global, args).await,
+            Command::Edit(args) => lifecycle_cmd::edit(&cli.global, args).await,
+            Command::Forget(args) => lifecycle_cmd::forget(&cli.global, args).await,
+            Command::History(args) => lifecycle_cmd::history(&cli.global, args).await,
             Command::Stats(args) => memory_cmd::stats(&cli.global, args).await,
             Command::Reembed(args) => reembed_cmd::run(&cli.global, args).await,
             Command::Facts { command } => facts_cmd::run(&cli.global, command).await,

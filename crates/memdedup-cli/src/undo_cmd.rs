@@ -1,15 +1,18 @@
 //! `memdedup undo`: restore the rows a merge (or a run's merges) changed.
 
 use anyhow::{Context, Result, anyhow};
-use memdedup::{MergeFilter, MergeId, Store};
+use memdedup::{ChangeId, MergeFilter, MergeId, Store};
 
 use crate::UsageError;
-use crate::cli::GlobalArgs;
 use crate::cli::dedup::UndoArgs;
-use crate::open::{config_file, open_store};
+use crate::cli::{GlobalArgs, PairJudgeArgs};
+use crate::open::{config_file, open_service, open_store};
 use crate::output::{emit, plural};
 
 pub(crate) async fn run(global: &GlobalArgs, args: &UndoArgs) -> Result<()> {
+    if let Some(raw) = &args.change {
+        return undo_change(global, raw, args.json).await;
+    }
     let merge: Option<MergeId> = args
         .merge_id
         .as_deref()
@@ -74,4 +77,24 @@ async fn nothing_to_undo(store: &Store, run: &str) -> anyhow::Error {
         }
         Err(error) => anyhow::Error::new(error).context(format!("cannot undo run {run}: cannot read the merge ledger")),
     }
+}
+
+/// `memdedup undo --change ID`: an edit or a forget of a memory's history.
+async fn undo_change(global: &GlobalArgs, raw: &str, json: bool) -> Result<()> {
+    let id: ChangeId = raw.trim().parse().map_err(|_| UsageError(format!("`{raw}` is not a change id")))?;
+    let dedup = open_service(global, &PairJudgeArgs::default()).await?;
+    let result = dedup.undo_change(id, "cli").await;
+    dedup.store().close().await;
+    let (memory, undo) = result?;
+    if json {
+        let value =
+            serde_json::json!({"undone": id, "change": undo, "memory": crate::memory_cmd::memory_json(&memory)});
+        return emit(&format!("{value}\n"));
+    }
+    emit(&format!(
+        "undid change {id}: memory {} ({}) is live with the text {:?} (recorded as change {undo})\n",
+        memory.id,
+        memory.urn(),
+        crate::output::snippet(&memory.content, 70)
+    ))
 }

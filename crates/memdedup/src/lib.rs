@@ -61,15 +61,16 @@ pub use dedup_precompact::RedisRecentCaptures;
 #[doc(inline)]
 pub use dedup_precompact::{
     AddOutcome, CheckFailure, CheckType, DeduplicationConfig, DeduplicationService, DuplicateCheckResult,
-    DuplicateReason, JUDGE_CANDIDATES, JudgeCandidate, LEARNED_CANDIDATES, LearnedPairJudge, PAIR_JUDGE_ENV_VAR,
-    PAIR_JUDGE_NAMES, PairDecision, PairJudgeChoice, RecentCaptureCache, RecentCaptures, ScorerLoader,
+    DuplicateReason, EditDuplicate, EditOutcome, EditStatus, HistoryEvent, JUDGE_CANDIDATES, JudgeCandidate,
+    LEARNED_CANDIDATES, LearnedPairJudge, MemoryHistory, PAIR_JUDGE_ENV_VAR, PAIR_JUDGE_NAMES, PairDecision,
+    PairJudgeChoice, RecentCaptureCache, RecentCaptures, ScorerLoader,
 };
 
 #[doc(inline)]
 pub use dedup_store::{
-    DEFAULT_DOMAIN, DEFAULT_INDEX_MEMORY_BYTES, DbLocation, Fact, FactOutcome, FactUpdate, IndexUsage, InsertOutcome,
-    Lifecycle, ListFilter, Memory, MemoryId, MemoryUpdate, NamespaceStats, Neighbour, NewFact, NewMemory, Scope,
-    SearchFilter, Store, StoreOptions, StoreStats,
+    Change, ChangeAction, ChangeId, DEFAULT_DOMAIN, DEFAULT_INDEX_MEMORY_BYTES, DbLocation, Fact, FactOutcome,
+    FactUpdate, IndexUsage, InsertOutcome, Lifecycle, ListFilter, Memory, MemoryId, MemoryUpdate, NamespaceStats,
+    Neighbour, NewFact, NewMemory, Scope, SearchFilter, Store, StoreOptions, StoreStats,
 };
 
 #[doc(inline)]

@@ -3,9 +3,7 @@
 //! and merges). Every surface (CLI, MCP, HTTP, the review page) goes through these.
 
 use dedup_core::{ContentHash, PairVerdict};
-use dedup_store::{
-    Change, ChangeId, Memory, MemoryId, MergeFilter, MergeRecord, Neighbour, Scope, StoredVector,
-};
+use dedup_store::{Change, ChangeId, Memory, MemoryId, MergeFilter, MergeRecord, Neighbour, Scope, StoredVector};
 use serde::Serialize;
 
 use super::{DeduplicationService, validate_content};

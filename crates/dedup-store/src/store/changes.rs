@@ -115,7 +115,10 @@ impl Store {
         match change.action {
             ChangeAction::Edited => {
                 let (Some(before), Some(after)) = (change.before, change.after) else {
-                    return Err(Error::Corrupt { table: "memory_changes", reason: format!("id {id}: an edit without texts") });
+                    return Err(Error::Corrupt {
+                        table: "memory_changes",
+                        reason: format!("id {id}: an edit without texts"),
+                    });
                 };
                 note.expect_hash = Some(ContentHash::of(&after));
                 let update = MemoryUpdate { content: Some(before), ..MemoryUpdate::default() };
@@ -199,8 +202,10 @@ macro_rules! change_queries {
 
                 fn try_from(row: ChangeRecord) -> Result<Change> {
                     let id = row.id;
-                    let corrupt =
-                        |reason: String| Error::Corrupt { table: "memory_changes", reason: format!("id {id}: {reason}") };
+                    let corrupt = |reason: String| Error::Corrupt {
+                        table: "memory_changes",
+                        reason: format!("id {id}: {reason}"),
+                    };
                     Ok(Change {
                         id: ChangeId::new(id),
                         memory: MemoryId::new(row.memory_id),
@@ -302,12 +307,14 @@ macro_rules! change_queries {
                         }
                     }
                     let version = bump_version(write.conn(), &scope).await?;
-                    sqlx::query("UPDATE memories SET deprecated = FALSE, updated_at = $2, change_seq = $3 WHERE id = $1")
-                        .bind(id.get())
-                        .bind(now)
-                        .bind(version)
-                        .execute(write.conn())
-                        .await?;
+                    sqlx::query(
+                        "UPDATE memories SET deprecated = FALSE, updated_at = $2, change_seq = $3 WHERE id = $1",
+                    )
+                    .bind(id.get())
+                    .bind(now)
+                    .bind(version)
+                    .execute(write.conn())
+                    .await?;
                     let row = ChangeRow {
                         memory: id,
                         scope: &scope,

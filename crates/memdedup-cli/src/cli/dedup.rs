@@ -116,11 +116,15 @@ pub(crate) struct MergesArgs {
 #[derive(Debug, Args)]
 pub(crate) struct UndoArgs {
     /// The merge to undo (an id from `memdedup merges`).
-    #[arg(required_unless_present = "run", conflicts_with = "run")]
+    #[arg(required_unless_present_any = ["run", "change"], conflicts_with_all = ["run", "change"])]
     pub merge_id: Option<String>,
     /// Undo every merge of this run, newest first, all or nothing.
-    #[arg(long, value_name = "RUN_ID")]
+    #[arg(long, value_name = "RUN_ID", conflicts_with = "change")]
     pub run: Option<String>,
+    /// Undo an edit or a forget instead: a change id from `memdedup history`. A forgotten
+    /// memory is made live again; an edited one gets its text from before.
+    #[arg(long, value_name = "CHANGE_ID")]
+    pub change: Option<String>,
     /// Do not mark the pairs as "never merge again": the next run may merge them again.
     #[arg(long)]
     pub allow_remerge: bool,
