@@ -119,17 +119,17 @@ impl DeduplicationService {
             return Ok(outcome(EditStatus::Unchanged, memory, None, None, Vec::new()));
         }
         let scope = memory.scope.clone();
-        if let Some(other) = self.store().find_exact(&scope, &ContentHash::of(&content)).await? {
-            if other != id {
-                let duplicate = EditDuplicate {
-                    id: other,
-                    urn: scope.urn(other),
-                    similarity: 1.0,
-                    probability: None,
-                    reasons: vec![super::EXACT_REASON.to_owned()],
-                };
-                return Ok(outcome(EditStatus::Duplicate, memory, None, Some(duplicate), Vec::new()));
-            }
+        if let Some(other) = self.store().find_exact(&scope, &ContentHash::of(&content)).await?
+            && other != id
+        {
+            let duplicate = EditDuplicate {
+                id: other,
+                urn: scope.urn(other),
+                similarity: 1.0,
+                probability: None,
+                reasons: vec![super::EXACT_REASON.to_owned()],
+            };
+            return Ok(outcome(EditStatus::Duplicate, memory, None, Some(duplicate), Vec::new()));
         }
         let (vector, duplicate, notes) = self.edit_check(id, &content, &scope).await?;
         if let Some(duplicate) = duplicate {
@@ -187,16 +187,14 @@ impl DeduplicationService {
             probability: judgement.probability,
             reasons: judgement.reasons,
         });
-        if duplicate.is_none() {
-            if let Some((other, judgement)) = decision.nearest {
-                if judgement.verdict == PairVerdict::Uncertain {
-                    notes.push(format!(
-                        "the new text may duplicate memory {other} ({}); it was edited, decide the pair with \
-                         `memdedup review`",
-                        scope.urn(other)
-                    ));
-                }
-            }
+        if duplicate.is_none()
+            && let Some((other, judgement)) = decision.nearest
+            && judgement.verdict == PairVerdict::Uncertain
+        {
+            notes.push(format!(
+                "the new text may duplicate memory {other} ({}): the judge is unsure; both are kept",
+                scope.urn(other)
+            ));
         }
         Ok((Some(vector), duplicate, notes))
     }
