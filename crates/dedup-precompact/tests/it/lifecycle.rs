@@ -90,9 +90,9 @@ backend_tests! {
     async fn the_history_lists_the_merges_a_memory_took_part_in(db) {
         let dedup = service(&db, Arc::new(TableEmbedder::new()));
         let scope = db.scope("decisions");
-        let a = dedup.add(NewMemory::new(scope.clone(), &long("Cache invalidation after deploys"))).await.unwrap().stored.unwrap();
-        let b = dedup.add(NewMemory::new(scope.clone(), &long("Invalidate caches once deployed"))).await.unwrap().stored.unwrap();
-        let c = dedup.add(NewMemory::new(scope.clone(), &long("Unrelated memory"))).await.unwrap().stored.unwrap();
+        let a = dedup.add(NewMemory::new(scope.clone(), long("Cache invalidation after deploys"))).await.unwrap().stored.unwrap();
+        let b = dedup.add(NewMemory::new(scope.clone(), long("Invalidate caches once deployed"))).await.unwrap().stored.unwrap();
+        let c = dedup.add(NewMemory::new(scope.clone(), long("Unrelated memory"))).await.unwrap().stored.unwrap();
         let survivor = db.store.get(a).await.unwrap().unwrap();
         let absorbed = db.store.get(b).await.unwrap().unwrap();
         let plan = dedup_store::MergePlan::keeping_survivor("run-1", &survivor, std::slice::from_ref(&absorbed), 0.9, "person", "test");
