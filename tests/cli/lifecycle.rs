@@ -72,7 +72,7 @@ fn lifecycle(db: &str) {
     run_json(db, &["undo", "--change", &change]);
     assert_eq!(live_texts(db).len(), 2);
     let (_, stdout, _) = run(db, &["history", &keys]);
-    assert!(stdout.contains(&format!("forgotten [undone by change")) && stdout.contains("restored"), "{stdout}");
+    assert!(stdout.contains("forgotten [undone by change") && stdout.contains("restored"), "{stdout}");
 
     // Bad input: clear errors, nothing changed.
     let (code, _, stderr) = run(db, &["edit", "999", "whatever text"]);
