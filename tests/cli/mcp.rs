@@ -9,7 +9,7 @@ use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
 
 use crate::mcp_support::{
-    DECISION, DECISION_PARAPHRASE, DOCS, LUNCH, TEN_TOOLS, UNRELATED, add_stored, assert_mentions, call, call_err,
+    BASE_TOOLS, DECISION, DECISION_PARAPHRASE, DOCS, LUNCH, UNRELATED, add_stored, assert_mentions, call, call_err,
     call_ok, close, db_state, live_contents, mcp_command, sorted, spawn_collecting_stderr, stdio_client,
     stdio_client_with, tools, within,
 };
@@ -25,7 +25,7 @@ fn required(schema: &serde_json::Map<String, Value>) -> BTreeSet<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mcp_stdio_initialises_and_lists_the_ten_tools_with_strict_schemas() {
+async fn mcp_stdio_initialises_and_lists_the_base_tools_with_strict_schemas() {
     let (_dir, db) = sqlite_db();
     let client = stdio_client(&db).await;
     let info = client.peer_info().expect("the server sent its info");
@@ -37,12 +37,16 @@ async fn mcp_stdio_initialises_and_lists_the_ten_tools_with_strict_schemas() {
 
     let listed = tools(&client).await;
     let names: Vec<&str> = listed.iter().map(|t| t.name.as_ref()).collect();
-    assert_eq!(sorted(&names), sorted(&TEN_TOOLS), "no facts_extract without a language model");
-    let expected_required: [(&str, &[&str]); 10] = [
+    assert_eq!(sorted(&names), sorted(&BASE_TOOLS), "no facts_extract without a language model");
+    let expected_required: [(&str, &[&str]); 14] = [
         ("memory_check", &["content"]),
         ("memory_add", &["content"]),
         ("memory_search", &["query"]),
         ("memory_get", &["id"]),
+        ("memory_update", &["content", "id"]),
+        ("memory_delete", &["id"]),
+        ("memory_history", &["id"]),
+        ("memory_undo", &["change"]),
         ("dedup_scan", &[]),
         ("dedup_run", &[]),
         ("merges_list", &[]),
@@ -66,6 +70,8 @@ async fn mcp_stdio_initialises_and_lists_the_ten_tools_with_strict_schemas() {
     assert_eq!(annotations("dedup_scan").and_then(|a| a.read_only_hint), Some(true));
     assert_eq!(annotations("dedup_run").and_then(|a| a.destructive_hint), Some(true));
     assert_eq!(annotations("memory_add").and_then(|a| a.read_only_hint), Some(false));
+    assert_eq!(annotations("memory_delete").and_then(|a| a.destructive_hint), Some(true));
+    assert_eq!(annotations("memory_history").and_then(|a| a.read_only_hint), Some(true));
     close(client).await;
 }
 
@@ -322,7 +328,7 @@ async fn mcp_stdio_without_the_model_stores_fail_open_and_names_the_fetch_comman
     let model_dir = empty.path().display().to_string();
     let transport = TokioChildProcess::new(mcp_command(&db, &["--model-dir", &model_dir], &[])).expect("starts");
     let client = within("initialize", ().serve(transport)).await.expect("the server starts without the model");
-    assert_eq!(tools(&client).await.len(), TEN_TOOLS.len());
+    assert_eq!(tools(&client).await.len(), BASE_TOOLS.len());
 
     let added = call_ok(&client, "memory_add", json!({"content": DECISION})).await;
     assert_eq!((&added["stored"], &added["embedded"]), (&json!(1), &json!(false)), "{added}");
@@ -419,7 +425,7 @@ fn mcp_stdio_speaks_plain_json_rpc_and_exits_cleanly_when_stdin_closes() {
     let ids: Vec<&Value> = replies.iter().map(|r| &r["id"]).collect();
     assert_eq!(ids, [1, 2, 3, 4, 5].map(|id| json!(id)).iter().collect::<Vec<_>>(), "one reply per request:\n{stdout}");
     assert_eq!(replies[0]["result"]["serverInfo"]["name"], "memdedup", "{stdout}");
-    assert_eq!(replies[1]["result"]["tools"].as_array().map(Vec::len), Some(TEN_TOOLS.len()), "{stdout}");
+    assert_eq!(replies[1]["result"]["tools"].as_array().map(Vec::len), Some(BASE_TOOLS.len()), "{stdout}");
     let refused = &replies[2]["result"];
     assert_eq!(refused["isError"], true, "{refused}");
     assert_eq!(refused["structuredContent"]["error"]["kind"], "invalid_argument", "{refused}");

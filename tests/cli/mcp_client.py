@@ -5,7 +5,7 @@ Usage:
     mcp_client.py http URL TOKEN
 
 Drives initialize, list tools, and a check -> add -> duplicate -> search -> dedup_run ->
-undo round trip, and prints one JSON object with what it saw; tests/cli/mcp_python.rs
+undo round trip, then update -> history -> undo -> delete -> undo, and prints one JSON object with what it saw; tests/cli/mcp_python.rs
 asserts on it. Any exception is printed as {"error": ...} with exit code 1.
 """
 
@@ -24,6 +24,8 @@ FIRST = "Update the project documentation after every change to the code."
 PARAPHRASE = "After changing any code, bring the project documentation up to date."
 # Cosine 0.64 to FIRST: stored by memory_add, merged by dedup_run's local judge.
 RESTATED = "Keep the documentation current whenever the code is modified by anyone."
+# Unlike every other memory of the namespace: an update memory_update applies.
+UPDATED = "Release notes are written by the person who merges the change."
 
 
 def call_summary(result):
@@ -55,6 +57,17 @@ async def round_trip(session):
     run_id = (out["dedup_run"]["structured"] or {}).get("run_id")
     out["undo"] = await call("merge_undo", {"run_id": run_id}) if run_id else None
     out["search_after_undo"] = await call("memory_search", {"query": "documentation", "namespace": NAMESPACE})
+    # The lifecycle: an update refused as a duplicate, one applied, the history, a delete
+    # and the undo of each.
+    first_id = (out["add"]["structured"] or {}).get("stored")
+    out["update_duplicate"] = await call("memory_update", {"id": first_id, "content": RESTATED})
+    out["update"] = await call("memory_update", {"id": first_id, "content": UPDATED})
+    out["history"] = await call("memory_history", {"id": first_id})
+    update_change = (out["update"]["structured"] or {}).get("change")
+    out["undo_update"] = await call("memory_undo", {"change": update_change})
+    out["delete"] = await call("memory_delete", {"id": str(first_id)})
+    out["search_after_delete"] = await call("memory_search", {"query": "documentation", "namespace": NAMESPACE})
+    out["undo_delete"] = await call("memory_undo", {"change": (out["delete"]["structured"] or {}).get("change")})
     return out
 
 

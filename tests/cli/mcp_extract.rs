@@ -7,7 +7,7 @@ use rmcp::ServiceExt;
 use serde_json::{Value, json};
 
 use crate::mcp_support::{
-    HttpServer, TEN_TOOLS, call_err, call_ok, close, db_state, http_client, mcp_command, sorted,
+    BASE_TOOLS, HttpServer, call_err, call_ok, close, db_state, http_client, mcp_command, sorted,
     spawn_collecting_stderr, stdio_client_with, tool_names, within,
 };
 use crate::support::{run_json, sqlite_db};
@@ -72,9 +72,9 @@ async fn mcp_stdio_facts_extract_with_a_fake_llm_stores_confident_facts_and_noth
         ("MEMDEDUP_JUDGE_API_KEY", API_KEY),
     ];
     let client = stdio_client_with(&db, &envs).await;
-    let mut eleven: Vec<&str> = TEN_TOOLS.to_vec();
-    eleven.push("facts_extract");
-    assert_eq!(tool_names(&client).await, sorted(&eleven), "facts_extract is offered with a language model");
+    let mut with_extract: Vec<&str> = BASE_TOOLS.to_vec();
+    with_extract.push("facts_extract");
+    assert_eq!(tool_names(&client).await, sorted(&with_extract), "facts_extract is offered with a language model");
 
     let ns = "profile";
     let extracted =
@@ -149,7 +149,7 @@ async fn mcp_with_an_anthropic_judge_without_a_key_serves_every_tool_but_assiste
     let http = http_client(&server.mcp_url(), None).await.expect("/mcp is served");
 
     for (client, namespace) in [(&stdio, "over-stdio"), (&http, "over-http")] {
-        assert_eq!(tool_names(client).await, sorted(&TEN_TOOLS), "no facts_extract without a model");
+        assert_eq!(tool_names(client).await, sorted(&BASE_TOOLS), "no facts_extract without a model");
         let added = call_ok(client, "memory_add", json!({"content": "Short note", "namespace": namespace})).await;
         assert!(added["stored"].is_i64(), "{added}");
         let before = db_state(&db, &[]);

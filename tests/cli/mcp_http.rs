@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use crate::mcp_support::{
-    DECISION, DECISION_PARAPHRASE, DOCS, HttpServer, LUNCH, McpClient, TEN_TOOLS, UNRELATED, add_stored, call_err,
+    BASE_TOOLS, DECISION, DECISION_PARAPHRASE, DOCS, HttpServer, LUNCH, McpClient, UNRELATED, add_stored, call_err,
     call_ok, close, db_state, http_client, live_contents, sorted, tool_names, try_call,
 };
 use crate::support::{require_model, sqlite_db};
@@ -60,7 +60,7 @@ async fn mcp_http_bearer_tokens_refuse_strangers_and_limit_namespaces() {
 
     // The unlimited token: check, add, exact duplicate, paraphrase, as over stdio.
     let admin = http_client(&url, Some(ADMIN_TOKEN)).await.expect("the admin token is accepted");
-    assert_eq!(tool_names(&admin).await, sorted(&TEN_TOOLS));
+    assert_eq!(tool_names(&admin).await, sorted(&BASE_TOOLS));
     let check = call_ok(&admin, "memory_check", json!({"content": DECISION, "namespace": "other"})).await;
     assert_eq!((&check["is_duplicate"], &check["verdict"]), (&json!(false), &json!("unique")), "{check}");
     let (other_id, other_urn) = add_stored(&admin, "other", DECISION).await;
@@ -81,7 +81,7 @@ async fn mcp_http_bearer_tokens_refuse_strangers_and_limit_namespaces() {
     }
     let (other_merge, other_run) = merge_one(&admin, "other").await;
     let agents = http_client(&url, Some(AGENTS_TOKEN)).await.expect("the agents token is accepted");
-    assert_eq!(tool_names(&agents).await, sorted(&TEN_TOOLS));
+    assert_eq!(tool_names(&agents).await, sorted(&BASE_TOOLS));
     for text in DOCS {
         add_stored(&agents, "agents", text).await;
     }
@@ -110,6 +110,9 @@ async fn mcp_http_bearer_tokens_refuse_strangers_and_limit_namespaces() {
         ("memory_check", json!({"content": DECISION, "namespace": "other"})),
         ("memory_search", json!({"query": "database", "namespace": "other"})),
         ("memory_get", json!({"id": other_urn})),
+        ("memory_update", json!({"id": other_urn, "content": "A new text for a memory of another namespace."})),
+        ("memory_delete", json!({"id": other_urn})),
+        ("memory_history", json!({"id": other_urn})),
         ("dedup_scan", json!({"namespace": "other"})),
         ("dedup_run", json!({"namespace": "other"})),
         ("merges_list", json!({"namespace": "other"})),
@@ -134,6 +137,14 @@ async fn mcp_http_bearer_tokens_refuse_strangers_and_limit_namespaces() {
     let missing = call_err(&agents, "memory_get", json!({"id": "999999"}), "not_found").await;
     assert_eq!(hidden.replace(&other_id_text, "N"), missing.replace("999999", "N"));
     assert!(!hidden.contains("other"), "{hidden}");
+    for tool in ["memory_update", "memory_delete", "memory_history"] {
+        let mut args = json!({"id": other_id_text});
+        if tool == "memory_update" {
+            args["content"] = json!("A new text for a memory of another namespace.");
+        }
+        let hidden = call_err(&agents, tool, args, "not_found").await;
+        assert_eq!(hidden.replace(&other_id_text, "N"), missing.replace("999999", "N"), "{tool}");
+    }
 
     // Lists show the limited token only its namespaces.
     assert_eq!(merge_ids(&agents, json!({})).await, [agents_merge]);
@@ -157,6 +168,15 @@ async fn mcp_http_bearer_tokens_refuse_strangers_and_limit_namespaces() {
     let undone = call_ok(&agents, "merge_undo", json!({"merge_id": agents_merge})).await;
     assert_eq!(undone["undone"].as_array().map(Vec::len), Some(1), "{undone}");
     assert_eq!(live_contents(&db, "agents").len(), 3);
+    // A change made in another namespace cannot be undone (nor found) by the limited token.
+    let edited =
+        call_ok(&admin, "memory_update", json!({"id": other_id_text, "content": "Another namespace's edited text."}))
+            .await;
+    let change = edited["change"].as_i64().expect("a change id");
+    let hidden = call_err(&agents, "memory_undo", json!({"change": change}), "not_found").await;
+    let missing_change = call_err(&agents, "memory_undo", json!({"change": 999_999}), "not_found").await;
+    assert_eq!(hidden.replace(&change.to_string(), "N"), missing_change.replace("999999", "N"));
+    assert!(live_contents(&db, "other").contains(&"Another namespace's edited text.".to_owned()));
     close(agents).await;
     close(admin).await;
 
@@ -173,7 +193,7 @@ async fn mcp_http_without_tokens_serves_clients_without_a_token_on_loopback_host
     let mut server = HttpServer::start(&["--db", &db, "serve", "--addr", "127.0.0.1:0"], &[]);
     let url = server.mcp_url();
     let client = http_client(&url, None).await.expect("no token is needed");
-    assert_eq!(tool_names(&client).await, sorted(&TEN_TOOLS));
+    assert_eq!(tool_names(&client).await, sorted(&BASE_TOOLS));
     let info = client.peer_info().expect("server info");
     assert_eq!(info.server_info.as_ref().map(|s| s.name.as_str()), Some("memdedup"));
     let (id, urn) = add_stored(&client, "notes", "Short note kept over HTTP").await;

@@ -75,6 +75,18 @@ fn defect_15_every_tool_works_from_the_inspector_cli() {
         let result = call(&db, config, tool, args);
         assert!(ok(&result).is_object(), "{tool}: {result}");
     }
+    // The lifecycle tools, with the ids the Inspector sends as numbers.
+    let id_text = id.to_string();
+    let updated =
+        call(&db, config, "memory_update", &[("id", &id_text), ("content", "Run the linter before each push.")]);
+    let change = ok(&updated)["change"].as_i64().unwrap_or_else(|| panic!("a change: {updated}")).to_string();
+    let history = call(&db, config, "memory_history", &[("id", &id_text)]);
+    assert_eq!(ok(&history)["events"][0]["action"], "edited", "{history}");
+    let undone = call(&db, config, "memory_undo", &[("change", &change)]);
+    assert_eq!(ok(&undone)["memory"]["content"], "Always run the linter before pushing.", "{undone}");
+    let deleted = call(&db, config, "memory_delete", &[("id", &id_text)]);
+    let change = ok(&deleted)["change"].as_i64().unwrap_or_else(|| panic!("a change: {deleted}")).to_string();
+    assert!(ok(&call(&db, config, "memory_undo", &[("change", &change)])).is_object());
     let searched = call(&db, config, "memory_search", &[("query", "lint"), ("namespace", "notes"), ("limit", "1")]);
     assert_eq!(ok(&searched)["results"].as_array().map(Vec::len), Some(1), "{searched}");
 

@@ -11,15 +11,19 @@ use crate::serve::Server;
 use crate::support::{cached_tool, sqlite_db, temp_file};
 
 /// The tools listed without a chat model.
-const TOOLS: [&str; 10] = [
+const TOOLS: [&str; 14] = [
     "dedup_run",
     "dedup_scan",
     "facts_add",
     "facts_context",
     "memory_add",
     "memory_check",
+    "memory_delete",
     "memory_get",
+    "memory_history",
     "memory_search",
+    "memory_undo",
+    "memory_update",
     "merge_undo",
     "merges_list",
 ];
@@ -97,7 +101,32 @@ fn assert_round_trip(out: &Value) {
     let after: Vec<&str> =
         ok("search_after_undo")["results"].as_array().unwrap().iter().map(|r| r["urn"].as_str().unwrap()).collect();
     assert_eq!(after.len(), 2, "both memories are live again after the undo: {after:?}");
+
+    // The lifecycle.
+    let refused = &out["update_duplicate"];
+    assert_eq!(refused["is_error"], true, "{refused}");
+    assert!(refused["text"].as_str().unwrap().contains(&format!("duplicates {restated}")), "{refused}");
+    let updated = ok("update");
+    assert_eq!((updated["status"].as_str(), updated["memory"]["content"].as_str()), (Some("edited"), Some(UPDATED)));
+    let events = ok("history")["events"].as_array().expect("events").clone();
+    assert!(
+        events.iter().any(|e| e["event"] == "change" && e["action"] == "edited" && e["source"] == "mcp"),
+        "{events:?}"
+    );
+    assert!(events.iter().any(|e| e["event"] == "merge"), "the undone merge is in the history: {events:?}");
+    assert_eq!(
+        ok("undo_update")["memory"]["content"],
+        "Update the project documentation after every change to the code."
+    );
+    assert_eq!(ok("delete")["urn"], first.as_str());
+    let left: Vec<&str> =
+        ok("search_after_delete")["results"].as_array().unwrap().iter().map(|r| r["urn"].as_str().unwrap()).collect();
+    assert_eq!(left, [restated.as_str()], "the deleted memory is not recalled");
+    assert_eq!(ok("undo_delete")["urn"], first.as_str());
 }
+
+/// The text `mcp_client.py` updates the first memory to.
+const UPDATED: &str = "Release notes are written by the person who merges the change.";
 
 #[test]
 fn python_sdk_client_round_trip_over_stdio() {

@@ -19,12 +19,16 @@ pub type McpClient = RunningService<RoleClient, ()>;
 /// How long one MCP exchange may take (the first one that embeds loads the model).
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// The ten tools the server offers when no language model is configured.
-pub const TEN_TOOLS: [&str; 10] = [
+/// The tools the server offers when no language model is configured.
+pub const BASE_TOOLS: [&str; 14] = [
     "memory_check",
     "memory_add",
     "memory_search",
     "memory_get",
+    "memory_update",
+    "memory_delete",
+    "memory_history",
+    "memory_undo",
     "dedup_scan",
     "dedup_run",
     "merges_list",

@@ -340,3 +340,33 @@ pub(crate) fn in_range(what: &str, value: u32, range: std::ops::RangeInclusive<u
         Err(ToolError::InvalidArgument(format!("`{what}` is {value}, outside {} to {}", range.start(), range.end())))
     }
 }
+
+/// Arguments of `memory_update`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryUpdateArgs {
+    /// The memory's id (`42`, a string or a number) or URN (`memdedup://global/decisions/42`).
+    #[serde(deserialize_with = "id_text")]
+    pub id: String,
+    /// The new text. Refused when it duplicates another memory of the namespace (which
+    /// is named); the memory keeps its old text then.
+    pub content: String,
+}
+
+/// Arguments of `memory_delete` and `memory_history`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryIdArgs {
+    /// The memory's id (`42`, a string or a number) or URN (`memdedup://global/decisions/42`).
+    #[serde(deserialize_with = "id_text")]
+    pub id: String,
+}
+
+/// Arguments of `memory_undo`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryUndoArgs {
+    /// The change to undo: the `change` that `memory_update` or `memory_delete` returned,
+    /// or a change id from `memory_history`.
+    pub change: i64,
+}

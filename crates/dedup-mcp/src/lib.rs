@@ -26,6 +26,7 @@ mod args;
 mod context;
 mod error;
 mod http;
+mod lifecycle_tools;
 mod memory_tools;
 mod ops_tools;
 mod reply;

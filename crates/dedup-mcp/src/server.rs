@@ -14,19 +14,23 @@ use tokio_util::sync::CancellationToken;
 use crate::access::Access;
 use crate::args::{
     DedupArgs, FactsAddArgs, FactsContextArgs, FactsExtractArgs, MemoryAddArgs, MemoryCheckArgs, MemoryGetArgs,
-    MemorySearchArgs, MergeUndoArgs, MergesListArgs, Parameters,
+    MemoryIdArgs, MemorySearchArgs, MemoryUndoArgs, MemoryUpdateArgs, MergeUndoArgs, MergesListArgs, Parameters,
 };
 use crate::context::McpContext;
 use crate::reply::into_call_result;
-use crate::{memory_tools, ops_tools};
+use crate::{lifecycle_tools, memory_tools, ops_tools};
 
 /// Every tool's name (`facts_extract` only with a chat model). `tools/list` gives them
 /// sorted by name, not in this order.
-pub const TOOL_NAMES: [&str; 11] = [
+pub const TOOL_NAMES: [&str; 15] = [
     "memory_check",
     "memory_add",
     "memory_search",
     "memory_get",
+    "memory_update",
+    "memory_delete",
+    "memory_history",
+    "memory_undo",
     "dedup_scan",
     "dedup_run",
     "merges_list",
@@ -42,6 +46,8 @@ To remember something, call memory_add: it stores the memory unless the namespac
 (same text, a paraphrase, or one captured moments ago) and says which memory it duplicates and why. \
 Call memory_check first only to ask without storing. Use one namespace per kind of memory \
 (decisions, learnings, patterns, preferences). Recall with memory_search; open a URN with memory_get. \
+Correct a memory with memory_update (refused when the new text duplicates another memory), remove a wrong \
+one with memory_delete; memory_history lists a memory's changes and memory_undo reverts one. \
 dedup_scan proposes merges of conceptual duplicates already stored (nothing is written); dedup_run \
 merges them, and merge_undo restores any merge exactly. facts_add and facts_context keep short facts \
 about the user and the prompt text made of them.";
@@ -147,6 +153,86 @@ impl MemdedupMcp {
             Err(error) => return into_call_result(Err(error)),
         };
         into_call_result(memory_tools::get(&self.context, &Access::of(&request), args).await)
+    }
+
+    #[tool(
+        name = "memory_update",
+        description = "Correct a memory: replace its text. Refused, with the memory named, when the new text \
+                       duplicates another memory of the namespace (the same text, or one the pair judge calls a \
+                       duplicate); the memory keeps its old text then. Recorded in the memory's history: \
+                       memory_undo with the returned change restores the old text.",
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn memory_update(
+        &self,
+        Parameters(args): Parameters<MemoryUpdateArgs>,
+        request: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let args = match args {
+            Ok(args) => args,
+            Err(error) => return into_call_result(Err(error)),
+        };
+        into_call_result(lifecycle_tools::update(&self.context, &Access::of(&request), args).await)
+    }
+
+    #[tool(
+        name = "memory_delete",
+        description = "Delete a memory that is wrong or no longer true: it is no longer stored as live, searched or \
+                       listed. Recorded in the memory's history: memory_undo with the returned change brings it \
+                       back.",
+        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = false)
+    )]
+    async fn memory_delete(
+        &self,
+        Parameters(args): Parameters<MemoryIdArgs>,
+        request: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let args = match args {
+            Ok(args) => args,
+            Err(error) => return into_call_result(Err(error)),
+        };
+        into_call_result(lifecycle_tools::delete(&self.context, &Access::of(&request), args).await)
+    }
+
+    #[tool(
+        name = "memory_history",
+        description = "A memory's history, oldest first: its edits (text before and after), deletions, restores \
+                       and the merges it took part in, each change with the id memory_undo takes.",
+        annotations(read_only_hint = true, open_world_hint = false)
+    )]
+    async fn memory_history(
+        &self,
+        Parameters(args): Parameters<MemoryIdArgs>,
+        request: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let args = match args {
+            Ok(args) => args,
+            Err(error) => return into_call_result(Err(error)),
+        };
+        into_call_result(lifecycle_tools::history(&self.context, &Access::of(&request), args).await)
+    }
+
+    #[tool(
+        name = "memory_undo",
+        description = "Undo a change of a memory's history: a deleted memory comes back, an updated one gets its \
+                       text from before. Refused when the memory changed since (updated again, merged, deleted).",
+        annotations(
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = false
+        )
+    )]
+    async fn memory_undo(
+        &self,
+        Parameters(args): Parameters<MemoryUndoArgs>,
+        request: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let args = match args {
+            Ok(args) => args,
+            Err(error) => return into_call_result(Err(error)),
+        };
+        into_call_result(lifecycle_tools::undo(&self.context, &Access::of(&request), args).await)
     }
 
     #[tool(
