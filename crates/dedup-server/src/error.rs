@@ -187,8 +187,13 @@ impl From<dedup_store::Error> for ApiError {
             E::InvalidName { .. } | E::InvalidContent { .. } | E::InvalidVector(_) | E::InvalidMerge { .. } => {
                 ApiError::bad_request(error.to_string())
             }
-            E::NotFound(_) | E::FactNotFound(_) | E::MergeNotFound(_) => ApiError::not_found(error.to_string()),
+            E::NotFound(_) | E::FactNotFound(_) | E::MergeNotFound(_) | E::ChangeNotFound(_) | E::ReviewNotFound(_) => {
+                ApiError::not_found(error.to_string())
+            }
             E::Conflict { .. }
+            | E::NotLive { .. }
+            | E::ChangeNotUndoable { .. }
+            | E::ReviewClosed { .. }
             | E::DuplicateEdit { .. }
             | E::MergeConflict { .. }
             | E::MergeBlocked { .. }

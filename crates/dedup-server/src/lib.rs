@@ -32,6 +32,7 @@ mod error;
 mod extract;
 mod fact_extraction;
 mod facts;
+mod lifecycle;
 mod memory;
 mod nodes;
 mod ops;
@@ -62,7 +63,7 @@ pub use state::{AppState, EMBEDDER_DOWN_FOR, EMBEDDER_OK_FOR, EMBEDDER_PROBE_TIM
         nodes::delete_node, nodes::create_edge, nodes::node_edges,
         facts::create_fact, facts::list_facts, facts::update_fact, facts::delete_fact,
         facts::get_profile, facts::put_profile, facts::context, fact_extraction::extract,
-        memory::check, memory::add,
+        memory::check, memory::add, lifecycle::edit, lifecycle::forget, lifecycle::history, lifecycle::undo,
         ops::healthz, ops::metrics, ops::openapi,
     ),
     modifiers(&BearerAuth),

@@ -109,14 +109,14 @@ pub(crate) async fn add(
 }
 
 /// 400 for blank content; the configured text limit and NUL as for nodes.
-fn check_content(state: &AppState, content: &str) -> ApiResult<()> {
+pub(crate) fn check_content(state: &AppState, content: &str) -> ApiResult<()> {
     if content.trim().is_empty() {
         return Err(ApiError::bad_request("content is empty"));
     }
     crate::nodes::check_text(state, "content", content)
 }
 
-fn service(state: &AppState) -> ApiResult<&DeduplicationService> {
+pub(crate) fn service(state: &AppState) -> ApiResult<&DeduplicationService> {
     state.memory_service().ok_or_else(|| {
         ApiError::not_configured("this server was started without the memory checker chain (memdedup serve has it)")
     })
@@ -126,7 +126,7 @@ fn service(state: &AppState) -> ApiResult<&DeduplicationService> {
 /// input it refuses, 503 when it is unavailable), 400 for a text refused for its
 /// credentials, 503 when the embedder or the
 /// recent-capture cache is unavailable, 500 otherwise.
-fn failed(doing: &str, error: dedup_precompact::Error) -> ApiError {
+pub(crate) fn failed(doing: &str, error: dedup_precompact::Error) -> ApiError {
     use dedup_precompact::Error as E;
     match error {
         E::Store(error) => {

@@ -44,6 +44,7 @@ mod edits;
 mod fact_extraction;
 mod facts;
 mod health;
+mod lifecycle;
 mod memory;
 mod merged_nodes;
 mod seed_001_edge_cases;
