@@ -130,7 +130,7 @@ fn readme_examples_print_what_the_readme_shows() {
         let args: Vec<String> =
             example.args.iter().map(|a| if a == "memory.db" { db.clone() } else { a.clone() }).collect();
         let output = memdedup().args(&args).current_dir(&root).output().expect("memdedup runs");
-        let stdout = text(&output.stdout);
+        let stdout = as_on_a_terminal(&output);
         if let Err(piece) = shows(&stdout, &example.expected) {
             failures.push(format!(
                 "README.md:{} `memdedup {}`: {piece:?} is not in what it printed:\n{stdout}{}",
@@ -196,11 +196,13 @@ fn defect_19_cli_md_console_examples_print_what_the_docs_show() {
             .map(|a| match files.iter().find(|(name, _)| name == a) {
                 Some((name, _)) => dir.path().join(name).display().to_string(),
                 None if a == "memory.db" => db.clone(),
+                // Another database of the examples: its own file in the same directory.
+                None if a.ends_with(".db") && !a.contains('/') => dir.path().join(a).display().to_string(),
                 None => a.clone(),
             })
             .collect();
         let output = memdedup().args(&args).current_dir(&root).output().expect("memdedup runs");
-        let stdout = text(&output.stdout);
+        let stdout = as_on_a_terminal(&output);
         if let Err(piece) = shows(&stdout, &example.expected) {
             failures.push(format!(
                 "docs/CLI.md:{} `memdedup {}`: {piece:?} is not in what it printed:\n{stdout}{}",
@@ -211,4 +213,14 @@ fn defect_19_cli_md_console_examples_print_what_the_docs_show() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// What a command shows in a terminal for a doc example: its stdout, and for a command
+/// that fails, the error it prints on stderr too.
+fn as_on_a_terminal(output: &std::process::Output) -> String {
+    let mut shown = text(&output.stdout);
+    if !output.status.success() {
+        shown.push_str(&text(&output.stderr));
+    }
+    shown
 }
