@@ -11,6 +11,7 @@ mod facts;
 mod facts_extract;
 mod help;
 mod hook;
+mod hook_session;
 mod judge;
 mod judge_check;
 mod judge_learned;

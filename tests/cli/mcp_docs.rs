@@ -104,6 +104,39 @@ fn agents_doc_precompact_hook_command_runs() {
     assert_eq!(printed["hookSpecificOutput"]["hookEventName"], "PreCompact", "{printed}");
     let context = printed["hookSpecificOutput"]["additionalContext"].as_str().unwrap();
     assert!(context.contains("memdedup://global/decisions/"), "{context}");
+    let summary = printed["systemMessage"].as_str().expect("a summary for the user");
+    assert!(summary.starts_with("memdedup: captured 1 memory before compaction"), "{summary}");
+}
+
+/// The SessionStart entry of docs/AGENTS.md runs as written and puts back, in Claude
+/// Code's hook format, what the PreCompact hook stored.
+#[test]
+fn agents_doc_session_start_hook_command_runs() {
+    let blocks = json_blocks();
+    let hook = blocks
+        .iter()
+        .find_map(|b| b["hooks"]["SessionStart"][0]["hooks"][0].get("command"))
+        .and_then(Value::as_str)
+        .expect("a SessionStart hook entry");
+    let words: Vec<&str> = hook.split_whitespace().collect();
+    assert_eq!(words[0], "memdedup", "{hook}");
+    let (_dir, db) = sqlite_db();
+    let text = "We decided to use PostgreSQL for the billing service instead of MySQL.";
+    crate::support::run_json(&db, &["add", "-n", "decisions", text]);
+    let input = serde_json::json!({"session_id": "s1", "hook_event_name": "SessionStart", "source": "startup"});
+    let output = crate::support::memdedup()
+        .arg("--db")
+        .arg(&db)
+        .args(&words[1..])
+        .write_stdin(input.to_string())
+        .output()
+        .expect("the hook runs");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let printed: Value = serde_json::from_slice(&output.stdout).expect("hook output is JSON");
+    assert_eq!(printed["hookSpecificOutput"]["hookEventName"], "SessionStart", "{printed}");
+    let context = printed["hookSpecificOutput"]["additionalContext"].as_str().unwrap();
+    assert!(context.contains(&format!("## Decisions\n- {text}")), "{context}");
+    assert!(printed["systemMessage"].as_str().is_some_and(|m| m.contains("recalled 1 memory")), "{printed}");
 }
 
 #[test]

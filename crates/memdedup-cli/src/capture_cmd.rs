@@ -10,7 +10,7 @@ use crate::checker::Checker;
 use crate::cli::{CaptureArgs, GlobalArgs};
 use crate::input::{display_name, read_text, without_bom};
 use crate::output::emit;
-use crate::precompact::{additional_context, hook_output};
+use crate::precompact::{additional_context, hook_output, summary};
 use crate::verdict::{add_json, warn_degraded};
 
 /// One candidate line. Unknown fields are ignored, so extractors may add their own.
@@ -50,7 +50,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: &CaptureArgs) -> Result<()> {
         let results: Vec<String> = outcomes.iter().map(|(_, scope, outcome)| add_json(outcome, scope)).collect();
         emit(&format!("{{\"results\":[{}]}}\n", results.join(",")))?;
     } else {
-        emit(&format!("{}\n", hook_output(&additional_context(&outcomes))))?;
+        emit(&format!("{}\n", hook_output(&additional_context(&outcomes), &summary(&outcomes))))?;
     }
     Ok(())
 }

@@ -10,6 +10,7 @@
 mod claude_transcript;
 mod llm;
 mod report;
+mod session_start;
 
 use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
@@ -37,6 +38,7 @@ use self::claude_transcript::read_transcript;
 pub(crate) async fn run(global: &GlobalArgs, command: &HookCommand) -> Result<()> {
     match command {
         HookCommand::PreCompact(args) => pre_compact(global, args).await,
+        HookCommand::SessionStart(args) => session_start::session_start(global, args).await,
     }
 }
 

@@ -16,14 +16,35 @@ pub(crate) fn is_hook_failure_scope(domain: &str, namespace: &str) -> bool {
     domain == HOOK_FAILURE_DOMAIN && namespace == HOOK_FAILURE_NAMESPACE
 }
 
-/// The one JSON document a PreCompact hook prints, carrying `context`.
-pub(crate) fn hook_output(context: &str) -> Value {
+/// The one JSON document a PreCompact hook prints: seed 004's `hookSpecificOutput`
+/// carrying `context`, and `systemMessage`, the one-line summary Claude Code shows the
+/// user (it does not add a PreCompact hook's output to the model's context).
+pub(crate) fn hook_output(context: &str, summary: &str) -> Value {
     json!({
         "hookSpecificOutput": {
             "hookEventName": "PreCompact",
             "additionalContext": context,
-        }
+        },
+        "systemMessage": summary,
     })
+}
+
+/// The one-line summary of a capture for the user: how many memories were captured and
+/// how many duplicates skipped.
+pub(crate) fn summary(outcomes: &[(String, Scope, AddOutcome)]) -> String {
+    let captured = outcomes.iter().filter(|(_, _, o)| o.stored.is_some()).count();
+    let skipped = outcomes.len() - captured;
+    let uncertain =
+        outcomes.iter().filter(|(_, _, o)| o.stored.is_some() && o.check.likely_duplicate.is_some()).count();
+    let mut line = format!(
+        "memdedup: captured {} before compaction, skipped {}",
+        count(captured, "memory", "memories"),
+        count(skipped, "duplicate", "duplicates")
+    );
+    if uncertain > 0 {
+        line.push_str(&format!(" ({uncertain} to review: memdedup review)"));
+    }
+    line
 }
 
 /// Seed 004's hook text: what was captured (with URNs) and what was skipped and why.
@@ -111,7 +132,7 @@ mod tests {
 
     #[test]
     fn hook_output_has_the_seed_shape() {
-        let value = hook_output("Nothing.");
+        let value = hook_output("Nothing.", "memdedup: nothing");
         assert_eq!(value["hookSpecificOutput"]["hookEventName"], "PreCompact");
         assert_eq!(value["hookSpecificOutput"]["additionalContext"], "Nothing.");
         assert_eq!(additional_context(&[]), "No memories to capture before compaction.");

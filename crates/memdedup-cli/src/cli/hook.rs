@@ -27,6 +27,31 @@ pub(crate) enum HookCommand {
     /// counted in `memdedup stats`. Add it to .claude/settings.json as
     /// `"command": "memdedup hook pre-compact"` (docs/CLI.md shows the whole entry).
     PreCompact(PreCompactArgs),
+    /// Put the project's most useful memories into a Claude Code session as it starts (a
+    /// SessionStart hook).
+    ///
+    /// Prints the hook output Claude Code adds to the model's context
+    /// (`hookSpecificOutput.additionalContext`): the user's profile and facts, then the
+    /// decisions, preferences and lessons (learnings and patterns) stored by the
+    /// PreCompact hook or the tools, most used first, within --max-tokens; and a one-line
+    /// `systemMessage` for the user saying what was recalled. Reads the hook's JSON on
+    /// stdin when there is one. Whatever fails, it prints valid hook output saying so
+    /// and exits 0, so it never blocks the session.
+    SessionStart(SessionStartArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct SessionStartArgs {
+    /// The token budget of the recalled text (cl100k_base tokens; 1 to 100000).
+    #[arg(long, value_name = "N", default_value_t = 2000)]
+    pub max_tokens: usize,
+    /// The domain recalled.
+    #[arg(long, default_value = memdedup::DEFAULT_DOMAIN)]
+    pub domain: String,
+    /// Print what was recalled as JSON (`context`, `tokens`, `shown`, `left_out`, `facts`,
+    /// `error`) instead of the hook output.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -39,7 +39,11 @@ impl TranscriptCounts {
 /// The hook output: what was captured and skipped (seed 004's text), then, when anything
 /// failed, one line saying what.
 pub(crate) fn hook_output(run: &Run) -> Value {
-    crate::precompact::hook_output(&context(run))
+    let mut summary = crate::precompact::summary(&run.outcomes);
+    if !run.failures.is_empty() {
+        summary.push_str(&format!("; {} failed (see memdedup stats)", plural(run.failures.len(), "step")));
+    }
+    crate::precompact::hook_output(&context(run), &summary)
 }
 
 fn context(run: &Run) -> String {
