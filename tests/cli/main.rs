@@ -32,6 +32,7 @@ mod output_files;
 mod playbook;
 mod readme;
 mod review;
+mod review_tty;
 mod scan;
 mod search;
 mod serve;

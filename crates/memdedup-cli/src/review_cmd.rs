@@ -12,10 +12,13 @@ use crate::cli::review::{DecideArgs, ReviewArgs, ReviewCommand};
 use crate::open::{config_file, open_store};
 use crate::output::{emit, plural};
 
+mod interactive;
+
 pub(crate) async fn run(global: &GlobalArgs, args: &ReviewArgs) -> Result<()> {
     let config = config_file(global)?;
     let store = open_store(global, &config).await?;
     let result = match &args.command {
+        None if interactive::wanted(args) => interactive::run(global, &store, args).await,
         None => list(&store, args).await,
         Some(ReviewCommand::Decide(decide_args)) => decide(global, &store, decide_args).await,
     };
@@ -73,30 +76,7 @@ async fn decide(global: &GlobalArgs, store: &Store, args: &DecideArgs) -> Result
         args.id.trim().parse().map_err(|_| UsageError(format!("`{}` is not a review entry id", args.id)))?;
     let (review, merge) = match args.decision.as_str() {
         "merge" => {
-            let review = store.review(id).await?.with_context(|| format!("no review entry with id {id}"))?;
-            let survivor = match args.survivor.map(MemoryId::new) {
-                None => review.low,
-                Some(s) if s == review.low || s == review.high => s,
-                Some(s) => {
-                    return Err(UsageError(format!(
-                        "--survivor {s} is not one of the pair's memories ({} and {})",
-                        review.low, review.high
-                    ))
-                    .into());
-                }
-            };
-            let absorbed = if survivor == review.low { review.high } else { review.low };
-            let survivor = live(store, survivor).await?;
-            let absorbed = live(store, absorbed).await?;
-            let plan = MergePlan::keeping_survivor(
-                format!("review-{id}"),
-                &survivor,
-                std::slice::from_ref(&absorbed),
-                1.0,
-                format!("decided in review {id}"),
-                "review",
-            );
-            let (review, record) = store.merge_review(id, &plan).await?;
+            let (review, record) = merge_entry(store, id, args.survivor.map(MemoryId::new)).await?;
             (review, Some(record))
         }
         "apart" => (store.decide_review(id, ReviewDecision::Apart).await?, None),
@@ -123,6 +103,39 @@ async fn decide(global: &GlobalArgs, store: &Store, args: &DecideArgs) -> Result
         (None, _) => format!("review {id}: skipped\n"),
     };
     emit(&line)
+}
+
+/// Decides entry `id` merge, keeping `survivor` (default: the older memory, of lower id),
+/// through the merge ledger.
+pub(crate) async fn merge_entry(
+    store: &Store,
+    id: ReviewId,
+    survivor: Option<MemoryId>,
+) -> Result<(Review, memdedup::MergeRecord)> {
+    let review = store.review(id).await?.with_context(|| format!("no review entry with id {id}"))?;
+    let survivor = match survivor {
+        None => review.low,
+        Some(s) if s == review.low || s == review.high => s,
+        Some(s) => {
+            return Err(UsageError(format!(
+                "--survivor {s} is not one of the pair's memories ({} and {})",
+                review.low, review.high
+            ))
+            .into());
+        }
+    };
+    let absorbed = if survivor == review.low { review.high } else { review.low };
+    let survivor = live(store, survivor).await?;
+    let absorbed = live(store, absorbed).await?;
+    let plan = MergePlan::keeping_survivor(
+        format!("review-{id}"),
+        &survivor,
+        std::slice::from_ref(&absorbed),
+        1.0,
+        format!("decided in review {id}"),
+        "review",
+    );
+    Ok(store.merge_review(id, &plan).await?)
 }
 
 /// A live memory, or an error naming it.
@@ -153,6 +166,6 @@ fn review_json(review: &Review, low: Option<&Memory>, high: Option<&Memory>) -> 
 }
 
 /// `text` on one line: line breaks as spaces.
-fn one_line(text: &str) -> String {
+pub(crate) fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }

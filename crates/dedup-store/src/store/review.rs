@@ -81,6 +81,17 @@ impl Store {
         self.classify(result)
     }
 
+    /// Takes back the decision on an entry (an undo in an interactive review): it is
+    /// pending again, with its memories' current state, and an `apart` decision no longer
+    /// keeps the pair out of assisted dedup. A merged entry can be reopened once its merge
+    /// was undone. Fails with [`Error::ReviewNotFound`] for an unknown id and
+    /// [`Error::ReviewClosed`] for an entry pending already or one whose memories are not
+    /// both live; nothing changes then.
+    pub async fn reopen_review(&self, id: ReviewId) -> Result<Review> {
+        let result = dispatch!(self, b => b.reopen_review(id).await);
+        self.classify(result)
+    }
+
     /// Decides a pending entry `merge`: applies `plan` (which must merge exactly the
     /// entry's two memories) through [`Store::apply_merge`], so the merge is in the ledger
     /// and `undo` restores it, then records the decision with the merge's id. Fails as
@@ -252,6 +263,27 @@ macro_rules! review_queries {
                 pub(in crate::store) async fn review(&self, id: ReviewId) -> Result<Option<Review>> {
                     let mut conn = self.pool.acquire().await?;
                     select_review(&mut conn, id).await
+                }
+
+                pub(in crate::store) async fn reopen_review(&self, id: ReviewId) -> Result<Review> {
+                    let mut write = self.begin_write().await?;
+                    let review = select_review(write.conn(), id).await?.ok_or(Error::ReviewNotFound(id))?;
+                    let reopened = sqlx::query(
+                        "UPDATE review_queue SET status = 'pending', merge_id = NULL, decided_at = NULL, \
+                         low_seq = ml.change_seq, high_seq = mh.change_seq \
+                         FROM memories ml, memories mh WHERE review_queue.id = $1 \
+                         AND ml.id = review_queue.low AND mh.id = review_queue.high \
+                         AND NOT ml.deprecated AND NOT mh.deprecated AND review_queue.status <> 'pending'",
+                    )
+                    .bind(id.get())
+                    .execute(write.conn())
+                    .await?;
+                    if reopened.rows_affected() != 1 {
+                        return Err(Error::ReviewClosed { id, status: review.status });
+                    }
+                    let review = select_review(write.conn(), id).await?.ok_or(Error::ReviewNotFound(id))?;
+                    write.commit().await?;
+                    Ok(review)
                 }
 
                 /// Records a decision on a pending entry: unexpired, or, for a merge

@@ -156,4 +156,30 @@ backend_tests! {
         assert_eq!(store.review(id).await?, None);
         Ok(())
     }
+
+    async fn a_decision_is_taken_back_by_reopening_and_an_undone_merge_too(db) {
+        let store = db.open().await?;
+        let s = scope("global", "lessons");
+        let (a, b) = pair(&store, &s).await?;
+        let id = store.enqueue_review(&unsure(&s, a, b, 0.94)).await?.context("queued")?;
+        store.decide_review(id, ReviewDecision::Apart).await?;
+        assert!(store.never_merge_pairs(&s).await?.contains(&(a, b)));
+        let reopened = store.reopen_review(id).await?;
+        assert_eq!(reopened.status, ReviewStatus::Pending);
+        assert!(!store.never_merge_pairs(&s).await?.contains(&(a, b)), "apart is taken back");
+        // Pending already: refused.
+        assert!(matches!(store.reopen_review(id).await, Err(Error::ReviewClosed { .. })));
+        // A merge: not reopened while merged, reopened once the merge is undone.
+        let survivor = store.get(a).await?.context("a")?;
+        let absorbed = store.get(b).await?.context("b")?;
+        let plan = MergePlan::keeping_survivor("review-1", &survivor, std::slice::from_ref(&absorbed), 1.0, "person", "review");
+        let (_, record) = store.merge_review(id, &plan).await?;
+        assert!(matches!(store.reopen_review(id).await, Err(Error::ReviewClosed { status: ReviewStatus::Merged, .. })));
+        store.undo_merge(record.id, false).await?;
+        let reopened = store.reopen_review(id).await?;
+        assert_eq!((reopened.status, reopened.merge_id), (ReviewStatus::Pending, None));
+        // Decidable again: it is not expired.
+        store.decide_review(id, ReviewDecision::Skip).await?;
+        Ok(())
+    }
 }

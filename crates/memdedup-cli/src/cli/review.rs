@@ -22,6 +22,10 @@ pub(crate) struct ReviewArgs {
     /// Print a JSON array.
     #[arg(long)]
     pub json: bool,
+    /// Print the list even in a terminal (where `memdedup review` otherwise decides one
+    /// pair at a time, with keys).
+    #[arg(long, conflicts_with = "json")]
+    pub list: bool,
 }
 
 /// The `review` subcommands.
