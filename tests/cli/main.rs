@@ -23,6 +23,7 @@ mod mcp_extract;
 mod mcp_http;
 mod mcp_inspector;
 mod mcp_python;
+mod mcp_review;
 mod mcp_support;
 mod memory;
 mod model_cache;

@@ -11,7 +11,7 @@ use crate::serve::Server;
 use crate::support::{cached_tool, sqlite_db, temp_file};
 
 /// The tools listed without a chat model.
-const TOOLS: [&str; 14] = [
+const TOOLS: [&str; 16] = [
     "dedup_run",
     "dedup_scan",
     "facts_add",
@@ -26,6 +26,8 @@ const TOOLS: [&str; 14] = [
     "memory_update",
     "merge_undo",
     "merges_list",
+    "review_decide",
+    "review_list",
 ];
 
 /// The venv's python: `$MEMDEDUP_MCP_PYTHON`, else the default venv of `cargo xtask mcp-python`.

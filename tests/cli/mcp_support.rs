@@ -20,7 +20,7 @@ pub type McpClient = RunningService<RoleClient, ()>;
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The tools the server offers when no language model is configured.
-pub const BASE_TOOLS: [&str; 14] = [
+pub const BASE_TOOLS: [&str; 16] = [
     "memory_check",
     "memory_add",
     "memory_search",
@@ -33,6 +33,8 @@ pub const BASE_TOOLS: [&str; 14] = [
     "dedup_run",
     "merges_list",
     "merge_undo",
+    "review_list",
+    "review_decide",
     "facts_add",
     "facts_context",
 ];

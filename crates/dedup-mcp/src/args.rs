@@ -370,3 +370,30 @@ pub struct MemoryUndoArgs {
     /// or a change id from `memory_history`.
     pub change: i64,
 }
+
+/// Arguments of `review_list`.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReviewListArgs {
+    /// Only this namespace (default: every namespace you may use).
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// Only this domain.
+    #[serde(default)]
+    pub domain: Option<String>,
+    /// The size budget of the batches, in bytes of JSON, 1024 to 262144 (default 32768).
+    #[serde(default)]
+    pub max_bytes: Option<u32>,
+}
+
+/// Arguments of `review_decide`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReviewDecideArgs {
+    /// The `batch_id` of a batch `review_list` returned.
+    pub batch_id: String,
+    /// Your verdict in seed 003's reply format: `groups` (each `ids` of one pending pair,
+    /// `canonical_text`, `confidence` at least the batch's hint, `reason`), `no_match_ids`
+    /// (every other id of the batch) and `notes`.
+    pub response: serde_json::Value,
+}

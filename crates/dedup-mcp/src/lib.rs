@@ -30,6 +30,7 @@ mod lifecycle_tools;
 mod memory_tools;
 mod ops_tools;
 mod reply;
+mod review_tools;
 mod server;
 
 pub use args::{

@@ -15,14 +15,15 @@ use crate::access::Access;
 use crate::args::{
     DedupArgs, FactsAddArgs, FactsContextArgs, FactsExtractArgs, MemoryAddArgs, MemoryCheckArgs, MemoryGetArgs,
     MemoryIdArgs, MemorySearchArgs, MemoryUndoArgs, MemoryUpdateArgs, MergeUndoArgs, MergesListArgs, Parameters,
+    ReviewDecideArgs, ReviewListArgs,
 };
 use crate::context::McpContext;
 use crate::reply::into_call_result;
-use crate::{lifecycle_tools, memory_tools, ops_tools};
+use crate::{lifecycle_tools, memory_tools, ops_tools, review_tools};
 
 /// Every tool's name (`facts_extract` only with a chat model). `tools/list` gives them
 /// sorted by name, not in this order.
-pub const TOOL_NAMES: [&str; 15] = [
+pub const TOOL_NAMES: [&str; 17] = [
     "memory_check",
     "memory_add",
     "memory_search",
@@ -35,6 +36,8 @@ pub const TOOL_NAMES: [&str; 15] = [
     "dedup_run",
     "merges_list",
     "merge_undo",
+    "review_list",
+    "review_decide",
     "facts_add",
     "facts_context",
     "facts_extract",
@@ -49,7 +52,8 @@ Call memory_check first only to ask without storing. Use one namespace per kind 
 Correct a memory with memory_update (refused when the new text duplicates another memory), remove a wrong \
 one with memory_delete; memory_history lists a memory's changes and memory_undo reverts one. \
 dedup_scan proposes merges of conceptual duplicates already stored (nothing is written); dedup_run \
-merges them, and merge_undo restores any merge exactly. facts_add and facts_context keep short facts \
+merges them, and merge_undo restores any merge exactly. review_list gives the pairs a judge was unsure \
+of, for you to judge; review_decide applies your verdict. facts_add and facts_context keep short facts \
 about the user and the prompt text made of them.";
 
 /// One MCP server session over a shared [`McpContext`]. Cheap to clone.
@@ -313,6 +317,46 @@ impl MemdedupMcp {
             Err(error) => return into_call_result(Err(error)),
         };
         into_call_result(ops_tools::undo(&self.context, &Access::of(&request), args).await)
+    }
+
+    #[tool(
+        name = "review_list",
+        description = "The pairs of memories memdedup's judge was unsure of, for you to judge: seed 003 batches \
+                       (one per namespace, within max_bytes) of memories and candidate pairs, with the judging \
+                       instructions and the reply's JSON schema. Reply to each batch with review_decide.",
+        annotations(read_only_hint = true, open_world_hint = false)
+    )]
+    async fn review_list(
+        &self,
+        Parameters(args): Parameters<ReviewListArgs>,
+        request: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let args = match args {
+            Ok(args) => args,
+            Err(error) => return into_call_result(Err(error)),
+        };
+        into_call_result(review_tools::list(&self.context, &Access::of(&request), args).await)
+    }
+
+    #[tool(
+        name = "review_decide",
+        description = "Your verdict on a batch from review_list, in its reply format: groups (each exactly one \
+                       pair to merge, with confidence and reason) and no_match_ids (every other id). Checked as a \
+                       judge's reply is (unknown ids, low confidence, missing ids are refused with the reason and \
+                       nothing is applied); grouped pairs are merged (undo with merge_undo), the others kept apart \
+                       and never proposed again.",
+        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = false)
+    )]
+    async fn review_decide(
+        &self,
+        Parameters(args): Parameters<ReviewDecideArgs>,
+        request: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let args = match args {
+            Ok(args) => args,
+            Err(error) => return into_call_result(Err(error)),
+        };
+        into_call_result(review_tools::decide(&self.context, &Access::of(&request), args).await)
     }
 
     #[tool(
