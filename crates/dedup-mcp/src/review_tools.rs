@@ -269,10 +269,10 @@ pub(crate) async fn decide(context: &McpContext, access: &Access, args: ReviewDe
     if let Err(error) = result {
         // Nothing half applied: take back what was done, newest first.
         for (review, merge) in applied.into_iter().rev() {
-            if let Some(merge) = merge {
-                if let Err(e) = store.undo_merge(merge, false).await {
-                    tracing::warn!(%review, error = %e, "review_decide: a merge could not be taken back");
-                }
+            if let Some(merge) = merge
+                && let Err(e) = store.undo_merge(merge, false).await
+            {
+                tracing::warn!(%review, error = %e, "review_decide: a merge could not be taken back");
             }
             if let Err(e) = store.reopen_review(review).await {
                 tracing::warn!(%review, error = %e, "review_decide: a decision could not be taken back");
