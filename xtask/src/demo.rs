@@ -102,7 +102,7 @@ pub fn run(root: &Path) -> Result<()> {
         process::run(with_db().args(["add", text, "--namespace", "lessons"]))?;
     }
     println!("\n==> memdedup --db {} review   (the pairs waiting for a person or an agent)", db.display());
-    process::run(with_db().arg("review"))?;
+    process::run(with_db().args(["review", "--list"]))?;
     Ok(())
 }
 
