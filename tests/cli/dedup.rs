@@ -521,7 +521,7 @@ fn dedup_refuses_invalid_flags_as_usage_errors() {
     let assert = memdedup().env("MEMDEDUP_JUDGE", "gemini").args(["--db", &db, "dedup"]).assert().code(1);
     assert!(
         text(&assert.get_output().stderr)
-            .contains("judge \"gemini\" is not \"learned\", \"local\", \"openai\" or \"anthropic\"")
+            .contains("judge \"gemini\" is not \"learned\", \"local\", \"openai\", \"anthropic\" or \"agent\"")
     );
     let clash = memdedup().args(["--db", &db, "undo", "3", "--run", "run-x"]).assert().code(2);
     assert!(text(&clash.get_output().stderr).contains("cannot be used with"));

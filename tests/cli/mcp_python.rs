@@ -1,6 +1,8 @@
 //! The MCP server driven by a second, independent client: the official Python SDK (`mcp`
 //! from PyPI, installed by `cargo xtask mcp-python`, which `cargo xtask ci` runs), over
-//! stdio and over streamable HTTP at `/mcp`. The client script is tests/cli/mcp_client.py.
+//! stdio and over streamable HTTP at `/mcp`. The client script is tests/cli/mcp_client.py;
+//! tests/cli/mcp_sampling_client.py is a client whose sampling callback is the judge
+//! (`[judge] kind = "agent"`).
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -8,7 +10,7 @@ use std::process::Command;
 use serde_json::Value;
 
 use crate::serve::Server;
-use crate::support::{cached_tool, sqlite_db, temp_file};
+use crate::support::{cached_tool, require_model, sqlite_db, temp_file};
 
 /// The tools listed without a chat model.
 const TOOLS: [&str; 16] = [
@@ -159,4 +161,78 @@ fn python_sdk_client_round_trip_over_http_with_a_token() {
     for text in ["Update the project documentation", "Keep the documentation current"] {
         assert!(!stderr.contains(text), "memory text in the server's log:\n{stderr}");
     }
+}
+
+fn sampling_script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/cli/mcp_sampling_client.py")
+}
+
+/// Runs the sampling client with `args`; its JSON report.
+fn run_sampling_client(args: &[&str]) -> Value {
+    let output = Command::new(python())
+        .arg(sampling_script())
+        .args(args)
+        .env_remove("MEMDEDUP_LOG")
+        .env_remove("MEMDEDUP_JUDGE")
+        .env_remove("MEMDEDUP_CONFIG")
+        .env_remove("DATABASE_URL")
+        .current_dir(std::env::temp_dir())
+        .output()
+        .expect("the python client runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "the sampling client failed ({}):\n{stdout}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("the client printed no JSON ({e}):\n{stdout}"))
+}
+
+/// `[judge] kind = "agent"`: dedup_run asks the client's model through MCP sampling with
+/// seed 003's prompt and batch, applies the labelled verdict, and a client without the
+/// sampling capability is told to use review_list.
+fn assert_agent_judged(out: &Value, db: &str) {
+    let run = &out["dedup_run"];
+    assert_eq!(run["is_error"], false, "{run}");
+    let report = &run["structured"];
+    assert_eq!((report["merged"].as_u64(), report["absorbed"].as_u64()), (Some(1), Some(1)), "{report}");
+    assert_eq!(report["merges"][0]["reason"], "labels: the same rule", "{report}");
+    let sampled = out["sampled"].as_array().expect("sampling calls");
+    assert!(!sampled.is_empty(), "the client's model was asked");
+    assert!(sampled[0]["system"].as_str().is_some_and(|s| s.contains("You are deduplicating")), "{sampled:?}");
+    let merges = crate::support::run_json(db, &["merges"]);
+    assert_eq!(merges[0]["judge"], "agent", "{merges}");
+    let refused = &out["without_sampling"];
+    assert_eq!(refused["is_error"], true, "{refused}");
+    assert_eq!(refused["structured"]["error"]["kind"], "not_configured", "{refused}");
+    assert!(refused["text"].as_str().unwrap().contains("review_list"), "{refused}");
+}
+
+const AGENT_JUDGE: &[u8] = b"[dedup]\njudge = \"cosine\"\n\n[judge]\nkind = \"agent\"\n";
+
+#[test]
+fn python_sdk_sampling_makes_the_agent_the_judge_over_stdio() {
+    require_model();
+    let (_dir, db) = sqlite_db();
+    let binary = assert_cmd::cargo::cargo_bin("memdedup");
+    let (_config_dir, config) = temp_file("memdedup.toml", AGENT_JUDGE);
+    let out = run_sampling_client(&["stdio", binary.to_str().unwrap(), &db, config.to_str().unwrap()]);
+    assert_agent_judged(&out, &db);
+}
+
+#[test]
+fn python_sdk_sampling_makes_the_agent_the_judge_over_http() {
+    require_model();
+    let (_dir, db) = sqlite_db();
+    let mut config = AGENT_JUDGE.to_vec();
+    config.extend_from_slice(
+        b"\n[server]\naddr = \"127.0.0.1:0\"\n\n[[server.tokens]]\ntoken = \"sampling-client-token-1\"\n",
+    );
+    let (_config_dir, config) = temp_file("memdedup.toml", &config);
+    let server = Server::start(&["--config", config.to_str().unwrap(), "--db", &db, "serve"], &[]);
+    let out = run_sampling_client(&["http", &server.url("/mcp"), "sampling-client-token-1"]);
+    assert_agent_judged(&out, &db);
+    let (status, _) = server.stop("TERM");
+    assert!(status.success(), "{status}");
 }

@@ -17,6 +17,9 @@ pub struct McpContext {
     /// Why the configured judge cannot be made, when it cannot: `dedup_scan` and
     /// `dedup_run` then say so rather than judge with another.
     pub(crate) judge_unavailable: Option<String>,
+    /// Whether the judge is the MCP client's own model (`[judge] kind = "agent"`), asked
+    /// through MCP sampling by `dedup_scan` and `dedup_run`.
+    pub(crate) agent_judge: bool,
 }
 
 impl McpContext {
@@ -36,6 +39,7 @@ impl McpContext {
             chat: None,
             fact_policy: FactPolicy::default(),
             judge_unavailable: None,
+            agent_judge: false,
         }
     }
 
@@ -43,6 +47,16 @@ impl McpContext {
     /// (each call may lower `limit`; `dry_run`, `only_id` and `run_id` are set per call).
     pub fn with_judge(mut self, judge: Arc<dyn Judge>, options: DedupOptions) -> McpContext {
         self.judge = judge;
+        self.dedup_options = options;
+        self
+    }
+
+    /// This context with the MCP client's own model as the judge of `dedup_scan` and
+    /// `dedup_run` (`[judge] kind = "agent"`), asked through MCP sampling, with `options`.
+    /// A client without the `sampling` capability gets a `not_configured` error pointing
+    /// at `review_list` and `review_decide`.
+    pub fn with_agent_judge(mut self, options: DedupOptions) -> McpContext {
+        self.agent_judge = true;
         self.dedup_options = options;
         self
     }

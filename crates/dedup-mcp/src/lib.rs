@@ -22,6 +22,7 @@
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 mod access;
+mod agent_judge;
 mod args;
 mod context;
 mod error;

@@ -7,7 +7,7 @@ use memdedup::crates::core::{
 };
 use memdedup::crates::llm::{ConversationTurn, TokenUsage, extract_facts};
 use memdedup::crates::store::{Fact, FactOutcome, NewFact};
-use memdedup::{CachedEmbedder, Deduplicator, Embedder, MergeFilter, MergeId, MergeRecord, Scope};
+use memdedup::{CachedEmbedder, Deduplicator, Embedder, Judge, MergeFilter, MergeId, MergeRecord, Scope};
 use serde::Serialize;
 
 use crate::access::Access;
@@ -32,7 +32,13 @@ fn store_error(doing: &str, error: memdedup::crates::store::Error) -> ToolError 
     if error.is_unavailable() { ToolError::failed(doing, error) } else { ToolError::InvalidArgument(error.to_string()) }
 }
 
-pub(crate) async fn dedup(context: &McpContext, access: &Access, args: DedupArgs, dry_run: bool) -> ToolResult {
+pub(crate) async fn dedup(
+    context: &McpContext,
+    access: &Access,
+    args: DedupArgs,
+    dry_run: bool,
+    judge: Arc<dyn Judge>,
+) -> ToolResult {
     let mut options = context.dedup_options.clone();
     options.dry_run = dry_run;
     if let Some(limit) = args.limit {
@@ -70,7 +76,7 @@ pub(crate) async fn dedup(context: &McpContext, access: &Access, args: DedupArgs
         ));
     };
     let embedder: Arc<dyn Embedder> = Arc::new(CachedEmbedder::new(embedder.clone(), store.clone()));
-    let deduplicator = Deduplicator::new(store, embedder, context.judge.clone(), options)
+    let deduplicator = Deduplicator::new(store, embedder, judge.clone(), options)
         .map_err(|e| ToolError::InvalidArgument(e.to_string()))?;
     let report = deduplicator.run_scopes(&scopes).await.map_err(|e| ToolError::failed("assisted dedup failed", e))?;
     let failed_calls: u64 = report.passes.iter().map(|p| p.failed_batches as u64).sum();
@@ -80,7 +86,7 @@ pub(crate) async fn dedup(context: &McpContext, access: &Access, args: DedupArgs
             report.errors.first().map_or("no detail", String::as_str)
         )));
     }
-    let judge = context.judge.name();
+    let judge = judge.name();
     let text = if dry_run {
         format!(
             "dry run {} (nothing written): the {judge} judge confirms {} in {}",

@@ -12,13 +12,14 @@ use rmcp::{ServerHandler, ServiceExt, tool, tool_handler, tool_router};
 use tokio_util::sync::CancellationToken;
 
 use crate::access::Access;
+use crate::agent_judge::AgentJudge;
 use crate::args::{
     DedupArgs, FactsAddArgs, FactsContextArgs, FactsExtractArgs, MemoryAddArgs, MemoryCheckArgs, MemoryGetArgs,
     MemoryIdArgs, MemorySearchArgs, MemoryUndoArgs, MemoryUpdateArgs, MergeUndoArgs, MergesListArgs, Parameters,
     ReviewDecideArgs, ReviewListArgs,
 };
 use crate::context::McpContext;
-use crate::reply::into_call_result;
+use crate::reply::{ToolError, into_call_result};
 use crate::{lifecycle_tools, memory_tools, ops_tools, review_tools};
 
 /// Every tool's name (`facts_extract` only with a chat model). `tools/list` gives them
@@ -66,6 +67,18 @@ pub struct MemdedupMcp {
 impl std::fmt::Debug for MemdedupMcp {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MemdedupMcp").field("context", &self.context).finish_non_exhaustive()
+    }
+}
+
+impl MemdedupMcp {
+    /// The judge of `dedup_scan` and `dedup_run` for this request: the configured one, or
+    /// the client's own model when the judge is the agent (an error when the client does
+    /// not offer sampling).
+    fn judge_for(&self, request: &RequestContext<RoleServer>) -> Result<Arc<dyn memdedup::Judge>, ToolError> {
+        if self.context.agent_judge {
+            return Ok(Arc::new(AgentJudge::of(request)?));
+        }
+        Ok(self.context.judge.clone())
     }
 }
 
@@ -255,7 +268,11 @@ impl MemdedupMcp {
             Ok(args) => args,
             Err(error) => return into_call_result(Err(error)),
         };
-        into_call_result(ops_tools::dedup(&self.context, &Access::of(&request), args, true).await)
+        let judge = match self.judge_for(&request) {
+            Ok(judge) => judge,
+            Err(error) => return into_call_result(Err(error)),
+        };
+        into_call_result(ops_tools::dedup(&self.context, &Access::of(&request), args, true, judge).await)
     }
 
     #[tool(
@@ -274,7 +291,11 @@ impl MemdedupMcp {
             Ok(args) => args,
             Err(error) => return into_call_result(Err(error)),
         };
-        into_call_result(ops_tools::dedup(&self.context, &Access::of(&request), args, false).await)
+        let judge = match self.judge_for(&request) {
+            Ok(judge) => judge,
+            Err(error) => return into_call_result(Err(error)),
+        };
+        into_call_result(ops_tools::dedup(&self.context, &Access::of(&request), args, false, judge).await)
     }
 
     #[tool(

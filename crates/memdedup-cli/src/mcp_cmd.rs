@@ -39,6 +39,13 @@ pub(crate) fn context(
 ) -> Result<McpContext> {
     let mut context = McpContext::new(service);
     let chosen = config.judge_settings_if_chosen(&JudgeOverrides::default()).map_err(|e| UsageError(e.to_string()))?;
+    if chosen.as_ref().is_some_and(|s| s.kind == memdedup::JudgeKind::Agent) {
+        // The client's own model judges, through MCP sampling, with seed 003's default hint.
+        let mut options = DedupOptions::default();
+        config.apply_assist_options(&mut options).map_err(|e| UsageError(e.to_string()))?;
+        options.validate().map_err(|e| UsageError(format!("{}: {e}", config.origin_name())))?;
+        return Ok(context.with_agent_judge(options));
+    }
     let mut unavailable = None;
     let model_dir = crate::open::model_dir(global, config)?;
     let judge: Arc<dyn Judge> = match &chosen {

@@ -80,6 +80,10 @@ pub enum JudgeKind {
     OpenAi,
     /// Anthropic `/v1/messages`.
     Anthropic,
+    /// The MCP client's own model, asked through MCP sampling (`sampling/createMessage`):
+    /// only `memdedup mcp` and the `/mcp` endpoint of `memdedup serve` can ask it, and only
+    /// clients that declare the `sampling` capability answer.
+    Agent,
 }
 
 impl JudgeKind {
@@ -89,6 +93,7 @@ impl JudgeKind {
             "local" => Some(JudgeKind::Local),
             "openai" => Some(JudgeKind::OpenAi),
             "anthropic" => Some(JudgeKind::Anthropic),
+            "agent" => Some(JudgeKind::Agent),
             _ => None,
         }
     }
@@ -100,18 +105,20 @@ impl JudgeKind {
             JudgeKind::Local => "local",
             JudgeKind::OpenAi => "openai",
             JudgeKind::Anthropic => "anthropic",
+            JudgeKind::Agent => "agent",
         }
     }
 
-    /// Whether the judge runs offline (no API, no key).
+    /// Whether the judge asks no API of memdedup's own (no URL, no key): the offline
+    /// judges, and the agent judge, whose model the MCP client runs.
     pub fn is_offline(self) -> bool {
-        matches!(self, JudgeKind::Learned | JudgeKind::Local)
+        matches!(self, JudgeKind::Learned | JudgeKind::Local | JudgeKind::Agent)
     }
 
     /// Empty for the offline judges, which have no API.
     fn default_base_url(self) -> &'static str {
         match self {
-            JudgeKind::Learned | JudgeKind::Local => "",
+            JudgeKind::Learned | JudgeKind::Local | JudgeKind::Agent => "",
             JudgeKind::OpenAi => "https://api.openai.com/v1",
             JudgeKind::Anthropic => "https://api.anthropic.com/v1",
         }
@@ -120,7 +127,7 @@ impl JudgeKind {
     /// Empty for the offline judges, which ask no API model.
     fn default_model(self) -> &'static str {
         match self {
-            JudgeKind::Learned | JudgeKind::Local => "",
+            JudgeKind::Learned | JudgeKind::Local | JudgeKind::Agent => "",
             JudgeKind::OpenAi => "gpt-4o-mini",
             JudgeKind::Anthropic => "claude-3-5-haiku-latest",
         }
@@ -199,7 +206,7 @@ impl JudgeSettings {
     pub fn chat_model(&self) -> Result<Arc<dyn ChatModel>> {
         let config_error = |message: String| Error::Config { origin: "judge settings".to_owned(), message };
         Ok(match self.kind {
-            JudgeKind::Learned | JudgeKind::Local => {
+            JudgeKind::Learned | JudgeKind::Local | JudgeKind::Agent => {
                 return Err(config_error(format!(
                     "the {} judge asks no chat model, and this needs one: choose --judge openai|anthropic",
                     self.kind.as_str()
@@ -236,6 +243,15 @@ impl JudgeSettings {
     /// with the configured prompts and reply limit. Fails naming the parameter file when
     /// it cannot be read or is invalid.
     pub fn build(&self) -> Result<Arc<dyn Judge>> {
+        if self.kind == JudgeKind::Agent {
+            return Err(Error::Config {
+                origin: "judge settings".to_owned(),
+                message: "the agent judge is the MCP client's own model, asked through MCP sampling: only \
+                          `memdedup mcp` and the /mcp endpoint of `memdedup serve` can ask it (choose learned, \
+                          local, openai or anthropic here)"
+                    .to_owned(),
+            });
+        }
         if self.kind == JudgeKind::Learned {
             return Ok(Arc::new(self.learned_judge()?));
         }
@@ -311,7 +327,9 @@ impl ConfigFile {
         let kind_text =
             pick(&overrides.kind, JUDGE_ENV_VAR, "kind")?.unwrap_or_else(|| JudgeKind::Learned.as_str().to_owned());
         let kind = JudgeKind::parse(&kind_text).ok_or_else(|| {
-            self.error(format!("judge {kind_text:?} is not \"learned\", \"local\", \"openai\" or \"anthropic\""))
+            self.error(format!(
+                "judge {kind_text:?} is not \"learned\", \"local\", \"openai\", \"anthropic\" or \"agent\""
+            ))
         })?;
         if kind.is_offline() {
             return self.offline_judge_settings(kind, overrides);
@@ -332,7 +350,7 @@ impl ConfigFile {
                 env(match kind {
                     JudgeKind::Anthropic => "ANTHROPIC_API_KEY",
                     // The offline judges returned above.
-                    JudgeKind::OpenAi | JudgeKind::Learned | JudgeKind::Local => "OPENAI_API_KEY",
+                    JudgeKind::OpenAi | JudgeKind::Learned | JudgeKind::Local | JudgeKind::Agent => "OPENAI_API_KEY",
                 })
             });
         let prompt = |key: &str| -> Result<Option<PathBuf>> {
@@ -373,11 +391,14 @@ impl ConfigFile {
             )));
         }
         let params = match &overrides.params {
-            Some(_) if kind == JudgeKind::Learned => {
-                return Err(self.error("--judge-params is for the rules judge (--judge local), not the learned one"));
+            Some(_) if kind != JudgeKind::Local => {
+                return Err(self.error(format!(
+                    "--judge-params is for the rules judge (--judge local), not the {} one",
+                    kind.as_str()
+                )));
             }
             Some(path) => Some(path.clone()),
-            None if kind == JudgeKind::Learned => None,
+            None if kind != JudgeKind::Local => None,
             None => self.judge_string("params")?.map(|p| self.relative_to_file(Path::new(&p))),
         };
         Ok(JudgeSettings {
@@ -438,10 +459,10 @@ impl ConfigFile {
             match JudgeKind::parse(kind) {
                 None => {
                     return Err(self.error(format!(
-                        "`judge.kind` {kind:?} is not \"learned\", \"local\", \"openai\" or \"anthropic\""
+                        "`judge.kind` {kind:?} is not \"learned\", \"local\", \"openai\", \"anthropic\" or \"agent\""
                     )));
                 }
-                Some(offline @ (JudgeKind::Learned | JudgeKind::Local)) => {
+                Some(offline @ (JudgeKind::Learned | JudgeKind::Local | JudgeKind::Agent)) => {
                     if let Some(key) = LLM_ONLY_KEYS.iter().find(|k| table.contains_key(**k)) {
                         return Err(self.error(format!(
                             "`judge.{key}` does not apply to `judge.kind = \"{}\"`, which asks no API; remove it",
