@@ -38,7 +38,7 @@ async fn mcp_stdio_initialises_and_lists_the_base_tools_with_strict_schemas() {
     let listed = tools(&client).await;
     let names: Vec<&str> = listed.iter().map(|t| t.name.as_ref()).collect();
     assert_eq!(sorted(&names), sorted(&BASE_TOOLS), "no facts_extract without a language model");
-    let expected_required: [(&str, &[&str]); 16] = [
+    let expected_required: [(&str, &[&str]); 17] = [
         ("memory_check", &["content"]),
         ("memory_add", &["content"]),
         ("memory_search", &["query"]),
@@ -53,6 +53,7 @@ async fn mcp_stdio_initialises_and_lists_the_base_tools_with_strict_schemas() {
         ("merge_undo", &[]),
         ("review_list", &[]),
         ("review_decide", &["batch_id", "response"]),
+        ("review_run", &[]),
         ("facts_add", &["category", "confidence", "content"]),
         ("facts_context", &[]),
     ];

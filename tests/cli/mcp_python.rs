@@ -13,7 +13,7 @@ use crate::serve::Server;
 use crate::support::{cached_tool, require_model, sqlite_db, temp_file};
 
 /// The tools listed without a chat model.
-const TOOLS: [&str; 16] = [
+const TOOLS: [&str; 17] = [
     "dedup_run",
     "dedup_scan",
     "facts_add",
@@ -30,6 +30,7 @@ const TOOLS: [&str; 16] = [
     "merges_list",
     "review_decide",
     "review_list",
+    "review_run",
 ];
 
 /// The venv's python: `$MEMDEDUP_MCP_PYTHON`, else the default venv of `cargo xtask mcp-python`.
@@ -203,10 +204,26 @@ fn assert_agent_judged(out: &Value, db: &str) {
     assert!(sampled[0]["system"].as_str().is_some_and(|s| s.contains("You are deduplicating")), "{sampled:?}");
     let merges = crate::support::run_json(db, &["merges"]);
     assert_eq!(merges[0]["judge"], "agent", "{merges}");
-    let refused = &out["without_sampling"];
-    assert_eq!(refused["is_error"], true, "{refused}");
-    assert_eq!(refused["structured"]["error"]["kind"], "not_configured", "{refused}");
-    assert!(refused["text"].as_str().unwrap().contains("review_list"), "{refused}");
+    for step in ["without_sampling", "review_run_without_sampling"] {
+        let refused = &out[step];
+        assert_eq!(refused["is_error"], true, "{step}: {refused}");
+        assert_eq!(refused["structured"]["error"]["kind"], "not_configured", "{step}: {refused}");
+        assert!(refused["text"].as_str().unwrap().contains("review_list"), "{step}: {refused}");
+    }
+    // review_run: the queued pair judged by the client's model, merged through the ledger.
+    let reviewed = &out["review_run"];
+    assert_eq!(reviewed["is_error"], false, "{reviewed}");
+    assert_eq!(reviewed["structured"]["decided"][0]["decision"], "merge", "{reviewed}");
+    let queue = crate::support::run_json(db, &["review", "--all"]);
+    assert_eq!(queue[0]["status"], "merged", "{queue}");
+}
+
+/// Queues the README's type-hints pair (the learned judge is unsure of it) in `rules`,
+/// for `review_run` to judge.
+fn queue_a_pair(db: &str) {
+    crate::support::run_json(db, &["add", "-n", "rules", "always use type hints for function parameters"]);
+    let added = crate::support::run_json(db, &["add", "-n", "rules", "use type hints on all function parameters"]);
+    assert_eq!(added["check"]["verdict"], "uncertain", "{added}");
 }
 
 const AGENT_JUDGE: &[u8] = b"[dedup]\njudge = \"cosine\"\n\n[judge]\nkind = \"agent\"\n";
@@ -217,6 +234,7 @@ fn python_sdk_sampling_makes_the_agent_the_judge_over_stdio() {
     let (_dir, db) = sqlite_db();
     let binary = assert_cmd::cargo::cargo_bin("memdedup");
     let (_config_dir, config) = temp_file("memdedup.toml", AGENT_JUDGE);
+    queue_a_pair(&db);
     let out = run_sampling_client(&["stdio", binary.to_str().unwrap(), &db, config.to_str().unwrap()]);
     assert_agent_judged(&out, &db);
 }
@@ -230,6 +248,7 @@ fn python_sdk_sampling_makes_the_agent_the_judge_over_http() {
         b"\n[server]\naddr = \"127.0.0.1:0\"\n\n[[server.tokens]]\ntoken = \"sampling-client-token-1\"\n",
     );
     let (_config_dir, config) = temp_file("memdedup.toml", &config);
+    queue_a_pair(&db);
     let server = Server::start(&["--config", config.to_str().unwrap(), "--db", &db, "serve"], &[]);
     let out = run_sampling_client(&["http", &server.url("/mcp"), "sampling-client-token-1"]);
     assert_agent_judged(&out, &db);

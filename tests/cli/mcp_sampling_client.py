@@ -6,8 +6,8 @@ Usage:
 
 The client declares the `sampling` capability; its sampling callback answers seed 003's
 batches from labels (the pairs below are duplicates, nothing else is). It stores three
-memories, runs dedup_run (the server's judge is `[judge] kind = "agent"`), and a second
-session without a sampling callback tries dedup_run too. Prints one JSON object with what
+memories, runs dedup_run (the server's judge is `[judge] kind = "agent"`) and review_run
+(a pair queued beforehand), and a second session without a sampling callback tries both. Prints one JSON object with what
 it saw; tests/cli/mcp_python.rs asserts on it.
 """
 
@@ -26,7 +26,10 @@ FIRST = "Update the project documentation after every change to the code."
 RESTATED = "Keep the documentation current whenever the code is modified by anyone."
 OTHER = "The staging database is reset every Sunday night."
 # What the labels say: these two are duplicates; every other pair is not.
-DUPLICATES = [(FIRST, RESTATED)]
+DUPLICATES = [
+    (FIRST, RESTATED),
+    ("always use type hints for function parameters", "use type hints on all function parameters"),
+]
 
 
 def verdict(batch):
@@ -66,13 +69,15 @@ async def with_sampling(session, seen):
     for text in (FIRST, RESTATED, OTHER):
         await session.call_tool("memory_add", {"content": text, "namespace": NAMESPACE})
     out["dedup_run"] = summary(await session.call_tool("dedup_run", {"namespace": NAMESPACE}))
+    out["review_run"] = summary(await session.call_tool("review_run", {}))
     out["sampled"] = seen
     return out
 
 
 async def without_sampling(session):
     await session.initialize()
-    return summary(await session.call_tool("dedup_run", {"namespace": NAMESPACE}))
+    out = summary(await session.call_tool("dedup_run", {"namespace": NAMESPACE}))
+    return out, summary(await session.call_tool("review_run", {}))
 
 
 async def over_stdio(binary, db, config):
@@ -83,7 +88,7 @@ async def over_stdio(binary, db, config):
             out = await with_sampling(session, seen)
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write) as session:
-            out["without_sampling"] = await without_sampling(session)
+            out["without_sampling"], out["review_run_without_sampling"] = await without_sampling(session)
     return out
 
 
@@ -96,7 +101,7 @@ async def over_http(url, token):
     http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
     async with http, streamable_http_client(url, http_client=http, terminate_on_close=False) as (read, write, *_):
         async with ClientSession(read, write) as session:
-            out["without_sampling"] = await without_sampling(session)
+            out["without_sampling"], out["review_run_without_sampling"] = await without_sampling(session)
     return out
 
 

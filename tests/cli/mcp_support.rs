@@ -20,7 +20,7 @@ pub type McpClient = RunningService<RoleClient, ()>;
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The tools the server offers when no language model is configured.
-pub const BASE_TOOLS: [&str; 16] = [
+pub const BASE_TOOLS: [&str; 17] = [
     "memory_check",
     "memory_add",
     "memory_search",
@@ -35,6 +35,7 @@ pub const BASE_TOOLS: [&str; 16] = [
     "merge_undo",
     "review_list",
     "review_decide",
+    "review_run",
     "facts_add",
     "facts_context",
 ];

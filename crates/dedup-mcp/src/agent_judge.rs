@@ -44,9 +44,8 @@ impl AgentJudge {
         let samples = info.as_ref().is_some_and(|info| info.capabilities.sampling.is_some());
         if !samples {
             return Err(ToolError::NotConfigured(
-                "the judge is the agent (`[judge] kind = \"agent\"`), and this MCP client does not offer sampling \
-                 (the `sampling` capability): list the pairs with review_list and decide them with review_decide \
-                 instead"
+                "asking your own model needs MCP sampling, and this client does not offer it (the `sampling` \
+                 capability): list the pairs with review_list and decide them with review_decide instead"
                     .to_owned(),
             ));
         }

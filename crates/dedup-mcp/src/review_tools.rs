@@ -211,7 +211,27 @@ pub(crate) async fn decide(context: &McpContext, access: &Access, args: ReviewDe
     })?;
     let response: JudgeResponse = serde_json::from_value(args.response)
         .map_err(|e| ToolError::InvalidArgument(format!("`response` is not seed 003's reply: {e}")))?;
-    let validated = validate_response(&batch, response, &ContractLimits::default())
+    let (decided, notes) = apply(context, &entries, &batch, response).await?;
+    let merged = decided.iter().filter(|d| d.decision == "merge").count();
+    let text = format!(
+        "{}: {} merged (undo with merge_undo), {} kept apart",
+        args.batch_id,
+        plural(merged, "pair"),
+        plural(decided.len() - merged, "pair")
+    );
+    success(&serde_json::json!({"batch_id": args.batch_id, "decided": decided, "notes": notes}), text)
+}
+
+/// Validates `response` against `batch` (the batch of `entries`) and applies it: each
+/// group, exactly one pending pair, is merged through the ledger; every other pair is
+/// kept apart. A refusal changes nothing; a failure half-way takes back what was done.
+async fn apply(
+    context: &McpContext,
+    entries: &[Review],
+    batch: &JudgeBatch,
+    response: JudgeResponse,
+) -> Result<(Vec<Decided>, Vec<String>), ToolError> {
+    let validated = validate_response(batch, response, &ContractLimits::default())
         .map_err(|e| ToolError::InvalidArgument(e.to_string()))?;
     // Every group must be exactly one pending pair: that is what a review decides.
     let mut merges: Vec<(&Review, f64, String)> = Vec::new();
@@ -280,12 +300,58 @@ pub(crate) async fn decide(context: &McpContext, access: &Access, args: ReviewDe
         }
         return Err(error);
     }
+    Ok((decided, validated.notes))
+}
+
+/// `review_run`: the pending pairs judged by the client's own model through MCP sampling,
+/// batch by batch, each reply validated and applied as `review_decide` applies one. A batch
+/// whose reply is refused (or not given) changes nothing and is reported; the others go on.
+pub(crate) async fn run(
+    context: &McpContext,
+    access: &Access,
+    args: ReviewListArgs,
+    judge: &dyn memdedup::Judge,
+) -> ToolResult {
+    let budget = in_range("max_bytes", args.max_bytes.unwrap_or(DEFAULT_MAX_BYTES), MAX_BYTES)?;
+    let entries = pending(context, access, &args.namespace, &args.domain).await?;
+    let mut by_scope: BTreeMap<Scope, Vec<Review>> = BTreeMap::new();
+    for entry in entries {
+        by_scope.entry(entry.scope.clone()).or_default().push(entry);
+    }
+    let (mut decided, mut errors, mut batches) = (Vec::new(), Vec::new(), 0);
+    for scope_entries in by_scope.values() {
+        for chunk in scope_entries.chunks(MAX_PAIRS_PER_BATCH) {
+            let refs: Vec<&Review> = chunk.iter().collect();
+            let Some(batch) = batch_of(context, &refs).await? else { continue };
+            if batch.to_payload().len() > budget {
+                errors.push(format!("{}: over max_bytes ({budget}); left pending", batch.batch_id));
+                continue;
+            }
+            batches += 1;
+            let reply = match judge.judge(&batch).await {
+                Ok(reply) => reply,
+                Err(failure) => {
+                    errors.push(format!("{}: {failure}", batch.batch_id));
+                    continue;
+                }
+            };
+            match apply(context, chunk, &batch, reply.response).await {
+                Ok((done, _)) => decided.extend(done),
+                Err(error) => errors.push(format!("{}: {}", batch.batch_id, error.message())),
+            }
+        }
+    }
     let merged = decided.iter().filter(|d| d.decision == "merge").count();
     let text = format!(
-        "{}: {} merged (undo with merge_undo), {} kept apart",
-        args.batch_id,
+        "your model judged {}: {} merged (undo with merge_undo), {} kept apart{}",
+        plural(batches, "batch"),
         plural(merged, "pair"),
-        plural(decided.len() - merged, "pair")
+        plural(decided.len() - merged, "pair"),
+        if errors.is_empty() {
+            String::new()
+        } else {
+            format!("; {} not applied: {}", plural(errors.len(), "batch"), errors.join("; "))
+        }
     );
-    success(&serde_json::json!({"batch_id": args.batch_id, "decided": decided, "notes": validated.notes}), text)
+    success(&serde_json::json!({"batches": batches, "decided": decided, "errors": errors}), text)
 }

@@ -24,7 +24,7 @@ use crate::{lifecycle_tools, memory_tools, ops_tools, review_tools};
 
 /// Every tool's name (`facts_extract` only with a chat model). `tools/list` gives them
 /// sorted by name, not in this order.
-pub const TOOL_NAMES: [&str; 17] = [
+pub const TOOL_NAMES: [&str; 18] = [
     "memory_check",
     "memory_add",
     "memory_search",
@@ -39,6 +39,7 @@ pub const TOOL_NAMES: [&str; 17] = [
     "merge_undo",
     "review_list",
     "review_decide",
+    "review_run",
     "facts_add",
     "facts_context",
     "facts_extract",
@@ -378,6 +379,30 @@ impl MemdedupMcp {
             Err(error) => return into_call_result(Err(error)),
         };
         into_call_result(review_tools::decide(&self.context, &Access::of(&request), args).await)
+    }
+
+    #[tool(
+        name = "review_run",
+        description = "Ask your own model (MCP sampling) to judge the pairs review_list would give you, batch by \
+                       batch, with the judging instructions; each reply is checked and applied as review_decide \
+                       applies one (a refused batch changes nothing and is reported). Needs a client that offers \
+                       sampling; otherwise use review_list and review_decide.",
+        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = false)
+    )]
+    async fn review_run(
+        &self,
+        Parameters(args): Parameters<ReviewListArgs>,
+        request: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let args = match args {
+            Ok(args) => args,
+            Err(error) => return into_call_result(Err(error)),
+        };
+        let judge = match AgentJudge::of(&request) {
+            Ok(judge) => judge,
+            Err(error) => return into_call_result(Err(error)),
+        };
+        into_call_result(review_tools::run(&self.context, &Access::of(&request), args, &judge).await)
     }
 
     #[tool(
