@@ -36,6 +36,7 @@ mod lifecycle;
 mod memory;
 mod nodes;
 mod ops;
+mod review;
 mod server;
 mod state;
 
@@ -64,12 +65,14 @@ pub use state::{AppState, EMBEDDER_DOWN_FOR, EMBEDDER_OK_FOR, EMBEDDER_PROBE_TIM
         facts::create_fact, facts::list_facts, facts::update_fact, facts::delete_fact,
         facts::get_profile, facts::put_profile, facts::context, fact_extraction::extract,
         memory::check, memory::add, lifecycle::edit, lifecycle::forget, lifecycle::history, lifecycle::undo,
+        review::list, review::decide,
         ops::healthz, ops::metrics, ops::openapi,
     ),
     modifiers(&BearerAuth),
     tags((name = "nodes", description = "Seed 001: search-before-store with tiers"),
          (name = "facts", description = "Seed 002: the fact memory"),
          (name = "memory", description = "The checker chain (exact, semantic, recent capture): check, or check and store"),
+         (name = "review", description = "The pairs a judge was unsure of, decided by a person or an agent"),
          (name = "operations", description = "Health, metrics, this document")),
 )]
 pub struct ApiDoc;

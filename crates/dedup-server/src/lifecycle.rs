@@ -4,7 +4,7 @@
 //! the MCP tools `memory_update`, `memory_delete`, `memory_history` and `memory_undo` do.
 
 use axum::Extension;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use dedup_precompact::{EditOutcome, EditStatus, MemoryHistory};
 use dedup_store::{ChangeId, Memory, parse_memory_ref};
 use serde::{Deserialize, Serialize};
@@ -12,7 +12,7 @@ use utoipa::ToSchema;
 
 use crate::auth::Principal;
 use crate::error::{ApiError, ApiResult, ErrorBody};
-use crate::extract::Body;
+use crate::extract::{Body, Path};
 use crate::memory::{check_content, failed, service};
 use crate::state::AppState;
 

@@ -23,7 +23,7 @@ use tower_http::request_id::{MakeRequestId, PropagateRequestIdLayer, RequestId, 
 use tower_http::trace::TraceLayer;
 
 use crate::state::AppState;
-use crate::{Error, auth, fact_extraction, facts, lifecycle, memory, nodes, ops};
+use crate::{Error, auth, fact_extraction, facts, lifecycle, memory, nodes, ops, review};
 
 /// The request-id header, set on every response (the request's own when it is
 /// acceptable: see [`MAX_REQUEST_ID_BYTES`]).
@@ -62,6 +62,8 @@ pub fn router_with(state: AppState, extra: Router<AppState>) -> Router {
         .route("/v1/memory/{id}", patch(lifecycle::edit).delete(lifecycle::forget))
         .route("/v1/memory/{id}/history", get(lifecycle::history))
         .route("/v1/memory/changes/{change}/undo", post(lifecycle::undo))
+        .route("/v1/review", get(review::list))
+        .route("/v1/review/{id}/decide", post(review::decide))
         .route("/metrics", get(ops::metrics))
         .merge(extra)
         .route_layer(middleware::from_fn_with_state(state.clone(), auth::authenticate));

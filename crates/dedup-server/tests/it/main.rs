@@ -47,6 +47,7 @@ mod health;
 mod lifecycle;
 mod memory;
 mod merged_nodes;
+mod review;
 mod seed_001_edge_cases;
 mod service;
 mod slow_clients;

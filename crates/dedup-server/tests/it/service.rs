@@ -100,6 +100,8 @@ fn routes() -> BTreeMap<&'static str, Vec<&'static str>> {
         ("/v1/memory/{id}", vec!["delete", "patch"]),
         ("/v1/memory/{id}/history", vec!["get"]),
         ("/v1/memory/changes/{change}/undo", vec!["post"]),
+        ("/v1/review", vec!["get"]),
+        ("/v1/review/{id}/decide", vec!["post"]),
         ("/v1/nodes/{id}", vec!["delete", "get", "patch"]),
         ("/v1/nodes/{id}/edges", vec!["get"]),
         ("/v1/openapi.json", vec!["get"]),
