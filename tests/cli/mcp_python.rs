@@ -45,8 +45,13 @@ fn client_script() -> PathBuf {
 /// Runs the client script with `args` and parses what it printed.
 /// The client's JSON report and its stderr.
 fn run_client(args: &[&str]) -> (Value, String) {
+    run_script(&client_script(), args)
+}
+
+/// Runs the Python `script` with `args`; its JSON report and its stderr.
+fn run_script(script: &std::path::Path, args: &[&str]) -> (Value, String) {
     let output = Command::new(python())
-        .arg(client_script())
+        .arg(script)
         .args(args)
         .env_remove("MEMDEDUP_LOG")
         .env_remove("MEMDEDUP_JUDGE")
@@ -170,24 +175,7 @@ fn sampling_script() -> PathBuf {
 
 /// Runs the sampling client with `args`; its JSON report.
 fn run_sampling_client(args: &[&str]) -> Value {
-    let output = Command::new(python())
-        .arg(sampling_script())
-        .args(args)
-        .env_remove("MEMDEDUP_LOG")
-        .env_remove("MEMDEDUP_JUDGE")
-        .env_remove("MEMDEDUP_CONFIG")
-        .env_remove("DATABASE_URL")
-        .current_dir(std::env::temp_dir())
-        .output()
-        .expect("the python client runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "the sampling client failed ({}):\n{stdout}\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("the client printed no JSON ({e}):\n{stdout}"))
+    run_script(&sampling_script(), args).0
 }
 
 /// `[judge] kind = "agent"`: dedup_run asks the client's model through MCP sampling with

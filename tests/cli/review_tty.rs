@@ -33,13 +33,18 @@ fn queued_db() -> (tempfile::TempDir, String) {
 /// `memdedup --db DB review` on a pseudo-terminal, without colour (the differences are
 /// marked `[-word-]` and `{+word+}`).
 fn review_session(db: &str) -> PtySession {
+    on_a_pty(&["--db", db, "review"])
+}
+
+/// `memdedup ARGS…` on a pseudo-terminal, with a clean environment and no colour.
+fn on_a_pty(args: &[&str]) -> PtySession {
     let mut command = Command::new(assert_cmd::cargo::cargo_bin("memdedup"));
     for name in CLEARED_ENV_VARS {
         command.env_remove(name);
     }
     command.env("NO_COLOR", "1").env("TERM", "xterm").current_dir(std::env::temp_dir());
-    command.args(["--db", db, "review"]);
-    spawn_command(command, Some(60_000)).expect("memdedup review starts on a pty")
+    command.args(args);
+    spawn_command(command, Some(60_000)).expect("memdedup starts on a pty")
 }
 
 /// Types `key` (sent at once: the review reads keys in raw mode, without Enter).
@@ -126,12 +131,7 @@ fn review_outside_a_terminal_lists_and_list_forces_it() {
     let listed = String::from_utf8_lossy(&listed.stdout).into_owned();
     assert!(listed.contains("2 pairs pending; decide with"), "{listed}");
     // On a terminal, --list prints the same listing and waits for no key.
-    let mut command = Command::new(assert_cmd::cargo::cargo_bin("memdedup"));
-    for name in CLEARED_ENV_VARS {
-        command.env_remove(name);
-    }
-    command.args(["--db", &db, "review", "--list"]).current_dir(std::env::temp_dir());
-    let mut pty = spawn_command(command, Some(60_000)).expect("starts");
+    let mut pty = on_a_pty(&["--db", &db, "review", "--list"]);
     pty.exp_string("2 pairs pending; decide with").expect("the listing");
     pty.exp_eof().expect("it exits without a key");
     let _: Value = run_json(&db, &["review"]);

@@ -12,7 +12,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use memdedup::crates::core::{CandidateEdge, ContractLimits, JudgeMemory, JudgeRules, MemoryStatus, validate_response};
-use memdedup::crates::store::{MergePlan, Review, ReviewDecision, ReviewFilter, ReviewId, ReviewStatus};
+use memdedup::crates::store::{Review, ReviewDecision, ReviewFilter, ReviewId, ReviewStatus};
 use memdedup::{JudgeBatch, JudgeMode, JudgePrompts, JudgeResponse, Scope};
 use serde::Serialize;
 use serde_json::Value;
@@ -252,24 +252,8 @@ async fn apply(
     let mut applied: Vec<(ReviewId, Option<memdedup::MergeId>)> = Vec::new();
     let result: Result<(), ToolError> = async {
         for (entry, confidence, reason) in &merges {
-            let read = |id| async move {
-                store
-                    .get(id)
-                    .await
-                    .map_err(|e| ToolError::failed("cannot read a memory", e))?
-                    .ok_or_else(|| ToolError::InvalidArgument(format!("memory {id} is gone")))
-            };
-            let (survivor, absorbed) = (read(entry.low).await?, read(entry.high).await?);
-            let plan = MergePlan::keeping_survivor(
-                format!("review-{}", entry.id),
-                &survivor,
-                std::slice::from_ref(&absorbed),
-                *confidence,
-                format!("agent: {reason}"),
-                JUDGE,
-            );
             let (_, record) = store
-                .merge_review(entry.id, &plan)
+                .merge_review_keeping(entry.id, None, *confidence, &format!("agent: {reason}"), JUDGE)
                 .await
                 .map_err(|e| ToolError::InvalidArgument(format!("cannot merge review entry {}: {e}", entry.id)))?;
             applied.push((entry.id, Some(record.id)));

@@ -5,7 +5,7 @@
 
 use axum::Extension;
 use axum::extract::State;
-use dedup_store::{Memory, MergePlan, MergeRecord, Review, ReviewDecision, ReviewFilter, ReviewId};
+use dedup_store::{Memory, MergeRecord, Review, ReviewDecision, ReviewFilter, ReviewId};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -127,40 +127,17 @@ pub(crate) async fn decide(
     let id: ReviewId =
         id.trim().parse().map_err(|_| ApiError::bad_request(format!("`{id}` is not a review entry id")))?;
     let store = state.store();
-    let review = store
+    // An entry outside the domain or the token's namespaces reads as missing.
+    store
         .review(id)
         .await?
         .filter(|r| r.scope.domain() == state.config().domain && principal.allow(r.scope.namespace_name()).is_ok())
         .ok_or_else(|| ApiError::not_found(format!("no review entry with id {id}")))?;
     let (review, merge) = match request.decision.as_str() {
         "merge" => {
-            let survivor = match request.survivor.map(dedup_store::MemoryId::new) {
-                None => review.low,
-                Some(s) if s == review.low || s == review.high => s,
-                Some(s) => {
-                    return Err(ApiError::bad_request(format!(
-                        "survivor {s} is not one of the pair's memories ({} and {})",
-                        review.low, review.high
-                    )));
-                }
-            };
-            let absorbed = if survivor == review.low { review.high } else { review.low };
-            let live = |id| async move {
-                match store.get(id).await? {
-                    Some(memory) if !memory.deprecated => Ok(memory),
-                    _ => Err(ApiError::conflict(format!("memory {id} is no longer live"))),
-                }
-            };
-            let (survivor, absorbed) = (live(survivor).await?, live(absorbed).await?);
-            let plan = MergePlan::keeping_survivor(
-                format!("review-{id}"),
-                &survivor,
-                std::slice::from_ref(&absorbed),
-                1.0,
-                format!("decided in review {id}"),
-                "review",
-            );
-            let (review, record) = store.merge_review(id, &plan).await?;
+            let survivor = request.survivor.map(dedup_store::MemoryId::new);
+            let reason = format!("decided in review {id}");
+            let (review, record) = store.merge_review_keeping(id, survivor, 1.0, &reason, "review").await?;
             (review, Some(record))
         }
         "apart" => (store.decide_review(id, ReviewDecision::Apart).await?, None),

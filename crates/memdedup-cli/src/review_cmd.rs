@@ -1,9 +1,7 @@
 //! `memdedup review`: list the pairs a judge was unsure of, and decide them.
 
 use anyhow::{Context, Result};
-use memdedup::crates::store::{
-    Memory, MemoryId, MergePlan, Review, ReviewDecision, ReviewFilter, ReviewId, ReviewStatus, Store,
-};
+use memdedup::crates::store::{Memory, MemoryId, Review, ReviewDecision, ReviewFilter, ReviewId, ReviewStatus, Store};
 use serde_json::{Value, json};
 
 use crate::UsageError;
@@ -106,44 +104,23 @@ async fn decide(global: &GlobalArgs, store: &Store, args: &DecideArgs) -> Result
 }
 
 /// Decides entry `id` merge, keeping `survivor` (default: the older memory, of lower id),
-/// through the merge ledger.
+/// through the merge ledger. A survivor outside the pair is a usage error.
 pub(crate) async fn merge_entry(
     store: &Store,
     id: ReviewId,
     survivor: Option<MemoryId>,
 ) -> Result<(Review, memdedup::MergeRecord)> {
-    let review = store.review(id).await?.with_context(|| format!("no review entry with id {id}"))?;
-    let survivor = match survivor {
-        None => review.low,
-        Some(s) if s == review.low || s == review.high => s,
-        Some(s) => {
+    if let Some(s) = survivor {
+        let review = store.review(id).await?.with_context(|| format!("no review entry with id {id}"))?;
+        if s != review.low && s != review.high {
             return Err(UsageError(format!(
                 "--survivor {s} is not one of the pair's memories ({} and {})",
                 review.low, review.high
             ))
             .into());
         }
-    };
-    let absorbed = if survivor == review.low { review.high } else { review.low };
-    let survivor = live(store, survivor).await?;
-    let absorbed = live(store, absorbed).await?;
-    let plan = MergePlan::keeping_survivor(
-        format!("review-{id}"),
-        &survivor,
-        std::slice::from_ref(&absorbed),
-        1.0,
-        format!("decided in review {id}"),
-        "review",
-    );
-    Ok(store.merge_review(id, &plan).await?)
-}
-
-/// A live memory, or an error naming it.
-async fn live(store: &Store, id: MemoryId) -> Result<Memory> {
-    match store.get(id).await? {
-        Some(memory) if !memory.deprecated => Ok(memory),
-        _ => anyhow::bail!("memory {id} is no longer live"),
     }
+    Ok(store.merge_review_keeping(id, survivor, 1.0, &format!("decided in review {id}"), "review").await?)
 }
 
 fn review_json(review: &Review, low: Option<&Memory>, high: Option<&Memory>) -> Value {

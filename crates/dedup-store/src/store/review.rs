@@ -11,7 +11,7 @@
 use super::{Backend, Store};
 use crate::scope::validate_name;
 use crate::{
-    Error, MAX_REVIEW_REASON_CHARS, MAX_REVIEW_REASONS, MergePlan, MergeRecord, NewReview, Result, Review,
+    Error, MAX_REVIEW_REASON_CHARS, MAX_REVIEW_REASONS, MemoryId, MergePlan, MergeRecord, NewReview, Result, Review,
     ReviewDecision, ReviewFilter, ReviewId, ReviewStatus,
 };
 
@@ -90,6 +90,55 @@ impl Store {
     pub async fn reopen_review(&self, id: ReviewId) -> Result<Review> {
         let result = dispatch!(self, b => b.reopen_review(id).await);
         self.classify(result)
+    }
+
+    /// Decides a pending entry `merge` keeping `survivor` (default: the older memory, of
+    /// lower id) and its text, as [`MergePlan::keeping_survivor`] plans it, through
+    /// [`Store::merge_review`]; the run id is `review-{id}`. What a person's or an agent's
+    /// merge decision applies, whatever surface it came through. Fails with
+    /// [`Error::InvalidMerge`] for a survivor outside the pair, [`Error::NotLive`] when a
+    /// memory is no longer live, and as [`Store::merge_review`] does.
+    pub async fn merge_review_keeping(
+        &self,
+        id: ReviewId,
+        survivor: Option<MemoryId>,
+        confidence: f64,
+        reason: &str,
+        judge: &str,
+    ) -> Result<(Review, MergeRecord)> {
+        let review = self.review(id).await?.ok_or(Error::ReviewNotFound(id))?;
+        let survivor = survivor.unwrap_or(review.low);
+        if survivor != review.low && survivor != review.high {
+            return Err(Error::InvalidMerge {
+                id: survivor,
+                into: survivor,
+                reason: "the survivor is not one of the pair's memories",
+            });
+        }
+        let absorbed = if survivor == review.low { review.high } else { review.low };
+        let mut members = Vec::with_capacity(2);
+        for member in [survivor, absorbed] {
+            match self.get(member).await? {
+                Some(memory) if !memory.deprecated => members.push(memory),
+                Some(memory) => {
+                    let reason = match memory.merged_into {
+                        Some(into) => format!("it was merged into memory {into}"),
+                        None => "it was forgotten or retired".to_owned(),
+                    };
+                    return Err(Error::NotLive { id: member, reason });
+                }
+                None => return Err(Error::NotFound(member)),
+            }
+        }
+        let plan = MergePlan::keeping_survivor(
+            format!("review-{id}"),
+            &members[0],
+            std::slice::from_ref(&members[1]),
+            confidence,
+            reason,
+            judge,
+        );
+        self.merge_review(id, &plan).await
     }
 
     /// Decides a pending entry `merge`: applies `plan` (which must merge exactly the

@@ -72,18 +72,13 @@ pub(super) async fn run(global: &GlobalArgs, store: &Store, args: &ReviewArgs) -
             if key != Key::Undo {
                 break;
             }
-            if let Some((index, last)) = taken.pop() {
-                match undo(store, &last, &mut tally).await {
-                    Ok(line) => {
-                        at = index;
-                        tally.undone += 1;
-                        writeln!(out, "{line}")?;
-                    }
-                    Err(error) => {
-                        writeln!(out, "not undone: {error:#}")?;
-                        taken.push((index, last));
-                    }
+            match undo_last(store, &mut taken, &mut tally).await {
+                Ok(Some((index, line))) => {
+                    at = index;
+                    writeln!(out, "{line}")?;
                 }
+                Ok(None) => {}
+                Err(error) => writeln!(out, "not undone: {error:#}")?,
             }
             continue;
         }
@@ -128,20 +123,14 @@ pub(super) async fn run(global: &GlobalArgs, store: &Store, args: &ReviewArgs) -
                 taken.push((at, Taken::Decided { review: review.id, apart: false }));
                 "skipped".to_owned()
             }),
-            Key::Undo => match taken.pop() {
-                None => Ok("nothing to undo yet".to_owned()),
-                Some((index, last)) => match undo(store, &last, &mut tally).await {
-                    Ok(line) => {
-                        at = index;
-                        tally.undone += 1;
-                        writeln!(out, "{line}")?;
-                        continue;
-                    }
-                    Err(error) => {
-                        taken.push((index, last));
-                        Err(error)
-                    }
-                },
+            Key::Undo => match undo_last(store, &mut taken, &mut tally).await {
+                Ok(Some((index, line))) => {
+                    at = index;
+                    writeln!(out, "{line}")?;
+                    continue;
+                }
+                Ok(None) => Ok("nothing to undo yet".to_owned()),
+                Err(error) => Err(error),
             },
         };
         match outcome {
@@ -162,6 +151,26 @@ pub(super) async fn run(global: &GlobalArgs, store: &Store, args: &ReviewArgs) -
         tally.merged, tally.apart, tally.skipped, tally.undone
     )?;
     Ok(())
+}
+
+/// Takes back the last decision of `taken` (it stays there when that fails): the index
+/// of its pair in the queue and a line saying what was undone; `None` with nothing to undo.
+async fn undo_last(
+    store: &Store,
+    taken: &mut Vec<(usize, Taken)>,
+    tally: &mut Tally,
+) -> Result<Option<(usize, String)>> {
+    let Some((index, last)) = taken.pop() else { return Ok(None) };
+    match undo(store, &last, tally).await {
+        Ok(line) => {
+            tally.undone += 1;
+            Ok(Some((index, line)))
+        }
+        Err(error) => {
+            taken.push((index, last));
+            Err(error)
+        }
+    }
 }
 
 /// Takes back `last`: the merge is undone (its pair may be merged again later) and the
