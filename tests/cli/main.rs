@@ -39,3 +39,4 @@ mod search;
 mod serve;
 mod similarity;
 mod support;
+mod ui_browser;

@@ -47,6 +47,7 @@ mod secrets;
 mod specifics;
 pub mod strict_json;
 mod threshold;
+mod word_diff;
 
 pub use api_error::{MAX_API_ERROR_TEXT, api_error_message, error_chain, truncate_error_text};
 pub use capture::{
@@ -92,3 +93,4 @@ pub use retry::{RetryPolicy, parse_retry_after};
 pub use secrets::{REDACTION_PREFIX, SecretAction, SecretFinding, find_secrets, redact_secrets};
 pub use specifics::{Specific, missing_specifics, sentence_count, specifics};
 pub use threshold::{DEFAULT_THRESHOLD, THRESHOLD_ENV_VAR, Threshold};
+pub use word_diff::{DiffWord, word_diff};

@@ -49,13 +49,8 @@ pub(crate) async fn authenticate(State(state): State<AppState>, mut request: Req
         let Some(presented) = presented else {
             return ApiError::unauthorized("missing `Authorization: Bearer <token>` header").into_response();
         };
-        let found = state.config().tokens.iter().fold(None, |found, token| {
-            // Compare with every token, in time independent of where they differ.
-            let equal = constant_time_eq(token.token.as_bytes(), presented.as_bytes());
-            found.or(equal.then_some(token))
-        });
-        match found {
-            Some(token) => Principal { namespaces: token.namespaces.clone() },
+        match principal_for(&state, presented) {
+            Some(principal) => principal,
             None => return ApiError::unauthorized("unknown bearer token").into_response(),
         }
     };
@@ -63,8 +58,18 @@ pub(crate) async fn authenticate(State(state): State<AppState>, mut request: Req
     next.run(request).await
 }
 
+/// The caller a configured token names, if `presented` is one. Compares with every token,
+/// in time independent of where they differ.
+pub(crate) fn principal_for(state: &AppState, presented: &str) -> Option<Principal> {
+    let found = state.config().tokens.iter().fold(None, |found, token| {
+        let equal = constant_time_eq(token.token.as_bytes(), presented.as_bytes());
+        found.or(equal.then_some(token))
+    });
+    found.map(|token| Principal { namespaces: token.namespaces.clone() })
+}
+
 /// Byte equality whose time depends only on the lengths.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }

@@ -39,6 +39,7 @@ mod ops;
 mod review;
 mod server;
 mod state;
+mod ui;
 
 use utoipa::OpenApi;
 

@@ -23,7 +23,7 @@ use tower_http::request_id::{MakeRequestId, PropagateRequestIdLayer, RequestId, 
 use tower_http::trace::TraceLayer;
 
 use crate::state::AppState;
-use crate::{Error, auth, fact_extraction, facts, lifecycle, memory, nodes, ops, review};
+use crate::{Error, auth, fact_extraction, facts, lifecycle, memory, nodes, ops, review, ui};
 
 /// The request-id header, set on every response (the request's own when it is
 /// acceptable: see [`MAX_REQUEST_ID_BYTES`]).
@@ -67,7 +67,10 @@ pub fn router_with(state: AppState, extra: Router<AppState>) -> Router {
         .route("/metrics", get(ops::metrics))
         .merge(extra)
         .route_layer(middleware::from_fn_with_state(state.clone(), auth::authenticate));
-    let open = Router::new().route("/healthz", get(ops::healthz)).route("/v1/openapi.json", get(ops::openapi));
+    let open = Router::new()
+        .route("/healthz", get(ops::healthz))
+        .route("/v1/openapi.json", get(ops::openapi))
+        .merge(ui::routes(state.clone()));
     let request_id = axum::http::HeaderName::from_static(REQUEST_ID_HEADER);
     api.merge(open)
         .fallback(|| async { crate::ApiError::not_found("no such route") })

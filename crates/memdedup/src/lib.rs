@@ -42,6 +42,8 @@ pub use dedup_core::{
     RefusedLink, RejectedPair, Relation,
 };
 #[doc(inline)]
+pub use dedup_core::{DiffWord, word_diff};
+#[doc(inline)]
 pub use dedup_embed::{BatchingEmbedder, Embedder, MODEL_DIR_ENV_VAR, ModelDir};
 #[cfg(feature = "local")]
 #[doc(inline)]

@@ -52,3 +52,4 @@ mod seed_001_edge_cases;
 mod service;
 mod slow_clients;
 mod support;
+mod ui;

@@ -8,7 +8,6 @@ use anyhow::Result;
 use crossterm::event::{self, Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use crossterm::terminal;
 use memdedup::crates::store::{Memory, Review, ReviewDecision, ReviewFilter, ReviewId, Store};
-use similar::{ChangeTag, TextDiff};
 
 use super::{merge_entry, one_line};
 use crate::cli::GlobalArgs;
@@ -223,28 +222,7 @@ fn read_key() -> Result<Key> {
 }
 
 /// A word of a text, with whether it differs from the other text.
-type Word<'a> = (&'a str, bool);
-
-/// The words of both texts, marking those only one of them has (a word diff).
-fn diff_words<'a>(left: &'a str, right: &'a str) -> (Vec<Word<'a>>, Vec<Word<'a>>) {
-    let diff = TextDiff::from_words(left, right);
-    let (mut a, mut b) = (Vec::new(), Vec::new());
-    for change in diff.iter_all_changes() {
-        let word = change.value();
-        if word.trim().is_empty() {
-            continue;
-        }
-        match change.tag() {
-            ChangeTag::Equal => {
-                a.push((word, false));
-                b.push((word, false));
-            }
-            ChangeTag::Delete => a.push((word, true)),
-            ChangeTag::Insert => b.push((word, true)),
-        }
-    }
-    (a, b)
-}
+type Word<'a> = memdedup::DiffWord<'a>;
 
 /// `words` wrapped into lines of at most `width` visible characters, differing words
 /// highlighted (bold, red on the left, green on the right; `[-w-]` / `{+w+}` without
@@ -290,7 +268,7 @@ fn screen(
 ) -> String {
     let text = |m: Option<&Memory>| m.map_or_else(|| "(deleted)".to_owned(), |m| one_line(&m.content));
     let (left_text, right_text) = (text(low), text(high));
-    let (left, right) = diff_words(&left_text, &right_text);
+    let (left, right) = memdedup::word_diff(&left_text, &right_text);
     let mut out = String::new();
     let probability = review.probability.map(|p| format!(" · P(duplicate) {p:.3}")).unwrap_or_default();
     out.push_str(&format!(
@@ -332,17 +310,6 @@ fn screen(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_words_only_one_text_has_are_marked() {
-        let (a, b) =
-            diff_words("always use type hints for function parameters", "use type hints on all function parameters");
-        fn marked<'a>(words: &[Word<'a>]) -> Vec<&'a str> {
-            words.iter().filter(|(_, d)| *d).map(|(w, _)| *w).collect()
-        }
-        assert_eq!(marked(&a), ["always", "for"]);
-        assert_eq!(marked(&b), ["on", "all"]);
-    }
 
     #[test]
     fn wrapped_lines_keep_to_the_width_without_colour() {
