@@ -44,8 +44,6 @@ struct Inner {
     /// Held while a node edit checks for duplicates and writes, so two edits of this
     /// process cannot both pass the check with the same text.
     node_edits: tokio::sync::Mutex<()>,
-    /// The review page's signed-in browsers.
-    ui_sessions: crate::ui::Sessions,
 }
 
 /// Whether the embedder can produce an embedding, as last seen.
@@ -78,7 +76,6 @@ impl AppState {
                 health: Mutex::new(None),
                 probe: tokio::sync::Mutex::new(()),
                 node_edits: tokio::sync::Mutex::new(()),
-                ui_sessions: crate::ui::Sessions::default(),
             }),
             chat: None,
             pair_judge: PairJudgeChoice::Cosine,
@@ -141,10 +138,6 @@ impl AppState {
     /// The Prometheus handle, if metrics are recorded.
     pub fn metrics(&self) -> Option<&PrometheusHandle> {
         self.inner.metrics.as_ref()
-    }
-
-    pub(crate) fn ui_sessions(&self) -> &crate::ui::Sessions {
-        &self.inner.ui_sessions
     }
 
     pub(crate) fn node_edits(&self) -> &tokio::sync::Mutex<()> {

@@ -10,7 +10,8 @@
 mod pages;
 mod session;
 
-use axum::Router;
+use std::sync::Arc;
+
 use axum::extract::{FromRequest, Request};
 use axum::http::header::{
     CACHE_CONTROL, CONTENT_SECURITY_POLICY, CONTENT_TYPE, X_CONTENT_TYPE_OPTIONS, X_FRAME_OPTIONS,
@@ -19,12 +20,11 @@ use axum::http::{HeaderValue, StatusCode};
 use axum::middleware;
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
+use axum::{Extension, Router};
 use serde::de::DeserializeOwned;
 
 use crate::error::ApiError;
 use crate::state::AppState;
-
-pub(crate) use session::Sessions;
 
 /// Where the page's policy lets things come from: its own style sheet and forms posted to
 /// itself, nothing else (no script, no frame, no image from elsewhere).
@@ -51,6 +51,7 @@ pub(crate) fn routes(state: AppState) -> Router<AppState> {
         .route("/ui/login", get(session::login_page).post(session::login))
         .route("/ui/style.css", get(style))
         .merge(pages)
+        .layer(Extension(Arc::new(session::Sessions::default())))
         .layer(middleware::map_response(secure_headers))
 }
 

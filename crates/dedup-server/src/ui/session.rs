@@ -3,12 +3,13 @@
 //! that maps, in this process, to the token's namespace limits and a CSRF token. Without
 //! tokens (loopback only) a session is opened on the first page. Every form carries the
 //! session's CSRF token, and a request whose `Origin` is not this server's is refused.
-//! Sessions live in memory: a restart signs everyone out.
+//! Sessions live in the memory of the router that made them: a restart signs everyone out.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use axum::Extension;
 use axum::extract::{Request, State};
 use axum::http::header::{HOST, ORIGIN, SET_COOKIE};
 use axum::http::{HeaderValue, Method, StatusCode};
@@ -100,6 +101,7 @@ fn cookie(id: String) -> Cookie<'static> {
 /// login form and a form post is refused with 401; without tokens, a page opens one.
 pub(crate) async fn require_session(
     State(state): State<AppState>,
+    Extension(sessions): Extension<Arc<Sessions>>,
     jar: CookieJar,
     mut request: Request,
     next: Next,
@@ -108,7 +110,7 @@ pub(crate) async fn require_session(
         return error.into_response();
     }
     let reading = matches!(*request.method(), Method::GET | Method::HEAD);
-    let found = jar.get(COOKIE).and_then(|cookie| state.ui_sessions().get(cookie.value()));
+    let found = jar.get(COOKIE).and_then(|cookie| sessions.get(cookie.value()));
     if let Some(session) = found {
         request.extensions_mut().insert(session);
         return next.run(request).await;
@@ -120,7 +122,7 @@ pub(crate) async fn require_session(
     if !state.config().tokens.is_empty() {
         return Redirect::to("/ui/login").into_response();
     }
-    let (id, session) = state.ui_sessions().open(Principal::default());
+    let (id, session) = sessions.open(Principal::default());
     request.extensions_mut().insert(session);
     let mut response = next.run(request).await;
     if let Ok(value) = HeaderValue::from_str(&cookie(id).to_string()) {
@@ -162,7 +164,11 @@ pub(crate) async fn login_page(State(state): State<AppState>) -> Response {
 }
 
 /// `POST /ui/login`: opens a session for a configured token, or says the token is unknown.
-pub(crate) async fn login(State(state): State<AppState>, request: Request) -> Result<Response, UiError> {
+pub(crate) async fn login(
+    State(state): State<AppState>,
+    Extension(sessions): Extension<Arc<Sessions>>,
+    request: Request,
+) -> Result<Response, UiError> {
     same_origin(&request)?;
     if state.config().tokens.is_empty() {
         return Ok(Redirect::to("/ui/").into_response());
@@ -172,7 +178,7 @@ pub(crate) async fn login(State(state): State<AppState>, request: Request) -> Re
         let page = super::pages::login(Some("unknown token"));
         return Ok((StatusCode::UNAUTHORIZED, page).into_response());
     };
-    let (id, _) = state.ui_sessions().open(principal);
+    let (id, _) = sessions.open(principal);
     let jar = CookieJar::new().add(cookie(id));
     Ok((jar, Redirect::to("/ui/")).into_response())
 }
@@ -180,14 +186,15 @@ pub(crate) async fn login(State(state): State<AppState>, request: Request) -> Re
 /// `POST /ui/logout`: ends the session.
 pub(crate) async fn logout(
     State(state): State<AppState>,
-    axum::Extension(session): axum::Extension<UiSession>,
+    Extension(sessions): Extension<Arc<Sessions>>,
+    Extension(session): Extension<UiSession>,
     jar: CookieJar,
     request: Request,
 ) -> Result<Response, UiError> {
     let axum::Form(form) = super::form::<super::CsrfForm>(request, &state).await?;
     session.check_csrf(&form.csrf)?;
     if let Some(cookie) = jar.get(COOKIE) {
-        state.ui_sessions().close(cookie.value());
+        sessions.close(cookie.value());
     }
     let jar = jar.remove(Cookie::build(COOKIE).path("/ui"));
     let to = if state.config().tokens.is_empty() { "/ui/" } else { "/ui/login" };
