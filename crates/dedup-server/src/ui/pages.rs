@@ -107,14 +107,20 @@ fn bad_query(rejection: QueryRejection) -> UiError {
     UiError::new(StatusCode::BAD_REQUEST, format!("the query string is not valid: {}", rejection.body_text()))
 }
 
-/// The pending entries of the server's domain the session may see (of `namespace` only,
-/// if given), lowest id first.
-async fn pending(state: &AppState, session: &UiSession, namespace: Option<&str>) -> Result<Vec<Review>, UiError> {
+/// 400 for a namespace filter that is no namespace name, 403 for one the token may not use.
+fn check_filter(state: &AppState, session: &UiSession, namespace: Option<&str>) -> Result<(), UiError> {
     if let Some(namespace) = namespace {
         dedup_store::Scope::new(&state.config().domain, namespace)
             .map_err(|e| UiError::new(StatusCode::BAD_REQUEST, e.to_string()))?;
         session.principal.allow(namespace)?;
     }
+    Ok(())
+}
+
+/// The pending entries of the server's domain the session may see (of `namespace` only,
+/// if given), lowest id first.
+async fn pending(state: &AppState, session: &UiSession, namespace: Option<&str>) -> Result<Vec<Review>, UiError> {
+    check_filter(state, session, namespace)?;
     let filter = ReviewFilter {
         domain: Some(state.config().domain.clone()),
         namespace: namespace.map(str::to_owned),
@@ -293,6 +299,24 @@ pub(crate) struct DecideForm {
     namespace: Option<String>,
 }
 
+/// Whether the session may see something of `scope`: the server's domain, a namespace its
+/// token may use.
+fn visible_to(state: &AppState, session: &UiSession, scope: &dedup_store::Scope) -> bool {
+    scope.domain() == state.config().domain && session.principal.allow(scope.namespace_name()).is_ok()
+}
+
+/// A form that carries the session's CSRF token.
+trait Posted: serde::de::DeserializeOwned {
+    fn csrf(&self) -> &str;
+}
+
+/// The posted form, once its CSRF token is found to be the session's.
+async fn posted<T: Posted>(request: Request, state: &AppState, session: &UiSession) -> Result<T, UiError> {
+    let axum::Form(form) = form::<T>(request, state).await?;
+    session.check_csrf(form.csrf())?;
+    Ok(form)
+}
+
 /// The number in a path, or 404 in the words of a missing `what`.
 fn path_id<T: std::str::FromStr>(raw: &str, what: &str) -> Result<T, UiError> {
     raw.trim().parse().map_err(|_| UiError::new(StatusCode::NOT_FOUND, format!("no {what} with id {raw:?}")))
@@ -305,16 +329,13 @@ pub(crate) async fn decide(
     axum::extract::Path(raw): axum::extract::Path<String>,
     request: Request,
 ) -> Result<Response, UiError> {
-    let axum::Form(form) = form::<DecideForm>(request, &state).await?;
-    session.check_csrf(&form.csrf)?;
+    let form: DecideForm = posted(request, &state, &session).await?;
     let id: ReviewId = path_id(&raw, "review entry")?;
     let store = state.store();
     let review = store
         .review(id)
         .await?
-        .filter(|r| {
-            r.scope.domain() == state.config().domain && session.principal.allow(r.scope.namespace_name()).is_ok()
-        })
+        .filter(|r| visible_to(&state, &session, &r.scope))
         .ok_or_else(|| UiError::new(StatusCode::NOT_FOUND, format!("no review entry with id {id}")))?;
     let merge = match form.decision.as_str() {
         "merge" => {
@@ -364,11 +385,7 @@ pub(crate) async fn merges(
 ) -> Page {
     let Query(query) = query.map_err(bad_query)?;
     let namespace = query.namespace.as_deref().filter(|n| !n.is_empty());
-    if let Some(namespace) = namespace {
-        dedup_store::Scope::new(&state.config().domain, namespace)
-            .map_err(|e| UiError::new(StatusCode::BAD_REQUEST, e.to_string()))?;
-        session.principal.allow(namespace)?;
-    }
+    check_filter(&state, &session, namespace)?;
     let filter = MergeFilter {
         domain: Some(state.config().domain.clone()),
         namespace: namespace.map(str::to_owned),
@@ -455,9 +472,7 @@ async fn visible_merge(state: &AppState, session: &UiSession, id: MergeId) -> Re
         .store()
         .merge(id)
         .await?
-        .filter(|m| {
-            m.scope.domain() == state.config().domain && session.principal.allow(m.scope.namespace_name()).is_ok()
-        })
+        .filter(|m| visible_to(state, session, &m.scope))
         .ok_or_else(|| UiError::new(StatusCode::NOT_FOUND, format!("no merge with id {id}")))
 }
 
@@ -483,8 +498,7 @@ pub(crate) async fn undo_merge(
     axum::extract::Path(raw): axum::extract::Path<String>,
     request: Request,
 ) -> Result<Response, UiError> {
-    let axum::Form(form) = form::<CsrfForm>(request, &state).await?;
-    session.check_csrf(&form.csrf)?;
+    let _: CsrfForm = posted(request, &state, &session).await?;
     let record = visible_merge(&state, &session, path_id(&raw, "merge")?).await?;
     state.store().undo_merge(record.id, true).await?;
     record_apart(&state, &record).await?;
@@ -506,14 +520,10 @@ pub(crate) async fn undo_run(
     Extension(session): Extension<UiSession>,
     request: Request,
 ) -> Result<Response, UiError> {
-    let axum::Form(form) = form::<UndoRunForm>(request, &state).await?;
-    session.check_csrf(&form.csrf)?;
+    let form: UndoRunForm = posted(request, &state, &session).await?;
     let filter = MergeFilter { run_id: Some(form.run.clone()), include_undone: false, ..MergeFilter::default() };
     let records = state.store().merges(&filter).await?;
-    let visible = |m: &MergeRecord| {
-        m.scope.domain() == state.config().domain && session.principal.allow(m.scope.namespace_name()).is_ok()
-    };
-    if records.is_empty() || !records.iter().all(visible) {
+    if records.is_empty() || !records.iter().all(|m| visible_to(&state, &session, &m.scope)) {
         return Err(UiError::new(StatusCode::NOT_FOUND, "no run with that id has a merge to undo"));
     }
     let undone = state.store().undo_run(&form.run, true).await?;
@@ -614,16 +624,13 @@ pub(crate) async fn undo_change(
     axum::extract::Path(raw): axum::extract::Path<String>,
     request: Request,
 ) -> Result<Response, UiError> {
-    let axum::Form(form) = form::<CsrfForm>(request, &state).await?;
-    session.check_csrf(&form.csrf)?;
+    let _: CsrfForm = posted(request, &state, &session).await?;
     let id: ChangeId = path_id(&raw, "change")?;
     let change = state
         .store()
         .change(id)
         .await?
-        .filter(|c| {
-            c.scope.domain() == state.config().domain && session.principal.allow(c.scope.namespace_name()).is_ok()
-        })
+        .filter(|c| visible_to(&state, &session, &c.scope))
         .ok_or_else(|| UiError::new(StatusCode::NOT_FOUND, format!("no change with id {id}")))?;
     let service = crate::memory::service(&state).map_err(UiError::from)?;
     service
@@ -631,4 +638,22 @@ pub(crate) async fn undo_change(
         .await
         .map_err(|e| UiError::from(crate::memory::failed(&format!("undoing change {id}"), e)))?;
     Ok(Redirect::to(&format!("/ui/memory/{}", change.memory)).into_response())
+}
+
+impl Posted for DecideForm {
+    fn csrf(&self) -> &str {
+        &self.csrf
+    }
+}
+
+impl Posted for UndoRunForm {
+    fn csrf(&self) -> &str {
+        &self.csrf
+    }
+}
+
+impl Posted for CsrfForm {
+    fn csrf(&self) -> &str {
+        &self.csrf
+    }
 }
