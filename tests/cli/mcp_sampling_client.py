@@ -11,7 +11,6 @@ memories, runs dedup_run (the server's judge is `[judge] kind = "agent"`) and re
 it saw; tests/cli/mcp_python.rs asserts on it.
 """
 
-import asyncio
 import json
 import sys
 
@@ -20,6 +19,8 @@ from mcp import types
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+
+import mcp_script
 
 NAMESPACE = "lessons"
 FIRST = "Update the project documentation after every change to the code."
@@ -105,21 +106,5 @@ async def over_http(url, token):
     return out
 
 
-def main():
-    try:
-        if len(sys.argv) == 5 and sys.argv[1] == "stdio":
-            out = asyncio.run(over_stdio(sys.argv[2], sys.argv[3], sys.argv[4]))
-        elif len(sys.argv) == 4 and sys.argv[1] == "http":
-            out = asyncio.run(over_http(sys.argv[2], sys.argv[3]))
-        else:
-            print(json.dumps({"error": "usage: mcp_sampling_client.py stdio BIN DB CONFIG | http URL TOKEN"}))
-            return 2
-    except BaseException as error:  # noqa: BLE001 - report everything, including exception groups
-        print(json.dumps({"error": f"{type(error).__name__}: {error!r}"}))
-        return 1
-    print(json.dumps(out))
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(mcp_script.run("mcp_sampling_client.py", over_stdio, over_http))
