@@ -108,11 +108,7 @@ impl MemdedupMcp {
         Parameters(args): Parameters<MemoryCheckArgs>,
         request: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let args = match args {
-            Ok(args) => args,
-            Err(error) => return into_call_result(Err(error)),
-        };
-        into_call_result(memory_tools::check(&self.context, &Access::of(&request), args).await)
+        into_call_result(async { memory_tools::check(&self.context, &Access::of(&request), args?).await }.await)
     }
 
     #[tool(
@@ -129,11 +125,7 @@ impl MemdedupMcp {
         Parameters(args): Parameters<MemoryAddArgs>,
         request: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let args = match args {
-            Ok(args) => args,
-            Err(error) => return into_call_result(Err(error)),
-        };
-        into_call_result(memory_tools::add(&self.context, &Access::of(&request), args).await)
+        into_call_result(async { memory_tools::add(&self.context, &Access::of(&request), args?).await }.await)
     }
 
     #[tool(
@@ -148,11 +140,7 @@ impl MemdedupMcp {
         Parameters(args): Parameters<MemorySearchArgs>,
         request: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let args = match args {
-            Ok(args) => args,
-            Err(error) => return into_call_result(Err(error)),
-        };
-        into_call_result(memory_tools::search(&self.context, &Access::of(&request), args).await)
+        into_call_result(async { memory_tools::search(&self.context, &Access::of(&request), args?).await }.await)
     }
 
     #[tool(
@@ -166,11 +154,7 @@ impl MemdedupMcp {
         Parameters(args): Parameters<MemoryGetArgs>,
         request: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let args = match args {
-            Ok(args) => args,
-            Err(error) => return into_call_result(Err(error)),
-        };
-        into_call_result(memory_tools::get(&self.context, &Access::of(&request), args).await)
+        into_call_result(async { memory_tools::get(&self.context, &Access::of(&request), args?).await }.await)
     }
 
     #[tool(
@@ -186,11 +170,7 @@ impl MemdedupMcp {
         Parameters(args): Parameters<MemoryUpdateArgs>,
         request: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let args = match args {
-            Ok(args) => args,
-            Err(error) => return into_call_result(Err(error)),
-        };
-        into_call_result(lifecycle_tools::update(&self.context, &Access::of(&request), args).await)
+        into_call_result(async { lifecycle_tools::update(&self.context, &Access::of(&request), args?).await }.await)
     }
 
     #[tool(
@@ -205,11 +185,7 @@ impl MemdedupMcp {
         Parameters(args): Parameters<MemoryIdArgs>,
         request: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let args = match args {
-            Ok(args) => args,
-            Err(error) => return into_call_result(Err(error)),
-        };
-        into_call_result(lifecycle_tools::delete(&self.context, &Access::of(&request), args).await)
+        into_call_result(async { lifecycle_tools::delete(&self.context, &Access::of(&request), args?).await }.await)
     }
 
     #[tool(
@@ -223,11 +199,7 @@ impl MemdedupMcp {
         Parameters(args): Parameters<MemoryIdArgs>,
         request: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let args = match args {
-            Ok(args) => args,
-            Err(error) => return into_call_result(Err(error)),
-        };
-        into_call_result(lifecycle_tools::history(&self.context, &Access::of(&request), args).await)
+        into_call_result(async { lifecycle_tools::history(&self.context, &Access::of(&request), args?).await }.await)
     }
 
     #[tool(
@@ -246,11 +218,7 @@ impl MemdedupMcp {
         Parameters(args): Parameters<MemoryUndoArgs>,
         request: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let args = match args {
-            Ok(args) => args,
-            Err(error) => return into_call_result(Err(error)),
-        };
-        into_call_result(lifecycle_tools::undo(&self.context, &Access::of(&request), args).await)
+        into_call_result(async { lifecycle_tools::undo(&self.context, &Access::of(&request), args?).await }.await)
     }
 
     #[tool(
@@ -265,15 +233,14 @@ impl MemdedupMcp {
         Parameters(args): Parameters<DedupArgs>,
         request: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let args = match args {
-            Ok(args) => args,
-            Err(error) => return into_call_result(Err(error)),
-        };
-        let judge = match self.judge_for(&request) {
-            Ok(judge) => judge,
-            Err(error) => return into_call_result(Err(error)),
-        };
-        into_call_result(ops_tools::dedup(&self.context, &Access::of(&request), args, true, judge).await)
+        into_call_result(
+            async {
+                let args = args?;
+                let judge = self.judge_for(&request)?;
+                ops_tools::dedup(&self.context, &Access::of(&request), args, true, judge).await
+            }
+            .await,
+        )
     }
 
     #[tool(
@@ -288,15 +255,14 @@ impl MemdedupMcp {
         Parameters(args): Parameters<DedupArgs>,
         request: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let args = match args {
-            Ok(args) => args,
-            Err(error) => return into_call_result(Err(error)),
-        };
-        let judge = match self.judge_for(&request) {
-            Ok(judge) => judge,
-            Err(error) => return into_call_result(Err(error)),
-        };
-        into_call_result(ops_tools::dedup(&self.context, &Access::of(&request), args, false, judge).await)
+        into_call_result(
+            async {
+                let args = args?;
+                let judge = self.judge_for(&request)?;
+                ops_tools::dedup(&self.context, &Access::of(&request), args, false, judge).await
+            }
+            .await,
+        )
     }
 
     #[tool(
@@ -310,11 +276,7 @@ impl MemdedupMcp {
         Parameters(args): Parameters<MergesListArgs>,
         request: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let args = match args {
-            Ok(args) => args,
-            Err(error) => return into_call_result(Err(error)),
-        };
-        into_call_result(ops_tools::merges(&self.context, &Access::of(&request), args).await)
+        into_call_result(async { ops_tools::merges(&self.context, &Access::of(&request), args?).await }.await)
     }
 
     #[tool(
@@ -334,11 +296,7 @@ impl MemdedupMcp {
         Parameters(args): Parameters<MergeUndoArgs>,
         request: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let args = match args {
-            Ok(args) => args,
-            Err(error) => return into_call_result(Err(error)),
-        };
-        into_call_result(ops_tools::undo(&self.context, &Access::of(&request), args).await)
+        into_call_result(async { ops_tools::undo(&self.context, &Access::of(&request), args?).await }.await)
     }
 
     #[tool(
@@ -353,11 +311,7 @@ impl MemdedupMcp {
         Parameters(args): Parameters<ReviewListArgs>,
         request: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let args = match args {
-            Ok(args) => args,
-            Err(error) => return into_call_result(Err(error)),
-        };
-        into_call_result(review_tools::list(&self.context, &Access::of(&request), args).await)
+        into_call_result(async { review_tools::list(&self.context, &Access::of(&request), args?).await }.await)
     }
 
     #[tool(
@@ -374,11 +328,7 @@ impl MemdedupMcp {
         Parameters(args): Parameters<ReviewDecideArgs>,
         request: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let args = match args {
-            Ok(args) => args,
-            Err(error) => return into_call_result(Err(error)),
-        };
-        into_call_result(review_tools::decide(&self.context, &Access::of(&request), args).await)
+        into_call_result(async { review_tools::decide(&self.context, &Access::of(&request), args?).await }.await)
     }
 
     #[tool(
@@ -394,15 +344,14 @@ impl MemdedupMcp {
         Parameters(args): Parameters<ReviewListArgs>,
         request: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let args = match args {
-            Ok(args) => args,
-            Err(error) => return into_call_result(Err(error)),
-        };
-        let judge = match AgentJudge::of(&request) {
-            Ok(judge) => judge,
-            Err(error) => return into_call_result(Err(error)),
-        };
-        into_call_result(review_tools::run(&self.context, &Access::of(&request), args, &judge).await)
+        into_call_result(
+            async {
+                let args = args?;
+                let judge = AgentJudge::of(&request)?;
+                review_tools::run(&self.context, &Access::of(&request), args, &judge).await
+            }
+            .await,
+        )
     }
 
     #[tool(
@@ -418,11 +367,7 @@ impl MemdedupMcp {
         Parameters(args): Parameters<FactsAddArgs>,
         request: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let args = match args {
-            Ok(args) => args,
-            Err(error) => return into_call_result(Err(error)),
-        };
-        into_call_result(ops_tools::facts_add(&self.context, &Access::of(&request), args).await)
+        into_call_result(async { ops_tools::facts_add(&self.context, &Access::of(&request), args?).await }.await)
     }
 
     #[tool(
@@ -436,11 +381,7 @@ impl MemdedupMcp {
         Parameters(args): Parameters<FactsContextArgs>,
         request: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let args = match args {
-            Ok(args) => args,
-            Err(error) => return into_call_result(Err(error)),
-        };
-        into_call_result(ops_tools::facts_context(&self.context, &Access::of(&request), args).await)
+        into_call_result(async { ops_tools::facts_context(&self.context, &Access::of(&request), args?).await }.await)
     }
 
     #[tool(
@@ -455,11 +396,7 @@ impl MemdedupMcp {
         Parameters(args): Parameters<FactsExtractArgs>,
         request: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let args = match args {
-            Ok(args) => args,
-            Err(error) => return into_call_result(Err(error)),
-        };
-        into_call_result(ops_tools::facts_extract(&self.context, &Access::of(&request), args).await)
+        into_call_result(async { ops_tools::facts_extract(&self.context, &Access::of(&request), args?).await }.await)
     }
 }
 
