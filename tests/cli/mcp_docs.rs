@@ -75,16 +75,22 @@ async fn agents_doc_mcp_json_entry_launches_the_server() {
     assert!(http["headers"]["Authorization"].as_str().unwrap().starts_with("Bearer "), "{http}");
 }
 
-#[test]
-fn agents_doc_precompact_hook_command_runs() {
+/// The words of the command docs/AGENTS.md configures for the hook `event`, after `memdedup`.
+fn hook_command(event: &str) -> Vec<String> {
     let blocks = json_blocks();
     let hook = blocks
         .iter()
-        .find_map(|b| b["hooks"]["PreCompact"][0]["hooks"][0].get("command"))
+        .find_map(|b| b["hooks"][event][0]["hooks"][0].get("command"))
         .and_then(Value::as_str)
-        .expect("a PreCompact hook entry");
-    let words: Vec<&str> = hook.split_whitespace().collect();
+        .unwrap_or_else(|| panic!("a {event} hook entry"));
+    let words: Vec<String> = hook.split_whitespace().map(str::to_owned).collect();
     assert_eq!(words[0], "memdedup", "{hook}");
+    words[1..].to_vec()
+}
+
+#[test]
+fn agents_doc_precompact_hook_command_runs() {
+    let words = hook_command("PreCompact");
     let (dir, db) = sqlite_db();
     let transcript = dir.path().join("transcript.jsonl");
     let line = serde_json::json!({"type": "user", "message": {"role": "user",
@@ -95,7 +101,7 @@ fn agents_doc_precompact_hook_command_runs() {
     let output = crate::support::memdedup()
         .arg("--db")
         .arg(&db)
-        .args(&words[1..])
+        .args(&words)
         .write_stdin(input.to_string())
         .output()
         .expect("the hook runs");
@@ -112,14 +118,7 @@ fn agents_doc_precompact_hook_command_runs() {
 /// Code's hook format, what the PreCompact hook stored.
 #[test]
 fn agents_doc_session_start_hook_command_runs() {
-    let blocks = json_blocks();
-    let hook = blocks
-        .iter()
-        .find_map(|b| b["hooks"]["SessionStart"][0]["hooks"][0].get("command"))
-        .and_then(Value::as_str)
-        .expect("a SessionStart hook entry");
-    let words: Vec<&str> = hook.split_whitespace().collect();
-    assert_eq!(words[0], "memdedup", "{hook}");
+    let words = hook_command("SessionStart");
     let (_dir, db) = sqlite_db();
     let text = "We decided to use PostgreSQL for the billing service instead of MySQL.";
     crate::support::run_json(&db, &["add", "-n", "decisions", text]);
@@ -127,7 +126,7 @@ fn agents_doc_session_start_hook_command_runs() {
     let output = crate::support::memdedup()
         .arg("--db")
         .arg(&db)
-        .args(&words[1..])
+        .args(&words)
         .write_stdin(input.to_string())
         .output()
         .expect("the hook runs");
