@@ -469,7 +469,10 @@ impl DeduplicationService {
 
         // 3. Recent: captured in this scope within the window.
         let recent_started = Instant::now();
-        let recent = self.recent.check(scope, &hash).await;
+        let recent = match self.recent.check(scope, &hash).await {
+            Ok(Some(hit)) => Ok(self.still_holds(hit, scope, &hash).await),
+            other => other,
+        };
         metrics::check_duration(CheckType::Recent.label(), elapsed_ms(recent_started));
         match recent {
             Ok(hit) => {
@@ -487,6 +490,20 @@ impl DeduplicationService {
             Err(error) => self.fail_open(&mut result, CheckType::Recent, &error.to_string(), &hash),
         }
         Ok(ChainOutcome { result: finish(result, started, namespace), hash, vector, lock_threshold })
+    }
+
+    /// A recent capture `hit` of `hash`, unless its memory was since forgotten or edited to
+    /// another text: the capture window remembers what was captured, not what the user
+    /// took back. A merged memory still counts (its survivor holds the text); a memory the
+    /// store does not have in this scope (another writer's capture), or a store that cannot
+    /// answer, keeps the hit.
+    async fn still_holds(&self, hit: crate::RecentHit, scope: &Scope, hash: &ContentHash) -> Option<crate::RecentHit> {
+        match self.store.get(hit.memory_id).await {
+            Ok(Some(memory)) if memory.scope != *scope => Some(hit),
+            Ok(Some(memory)) if memory.deprecated && memory.merged_into.is_none() => None,
+            Ok(Some(memory)) if memory.content_hash != *hash => None,
+            Ok(_) | Err(_) => Some(hit),
+        }
     }
 
     /// Embeds `content` and finds its nearest live memories in `scope` (as many as the

@@ -66,11 +66,13 @@ backend_tests! {
         let text = long("Use UTC in every log timestamp");
         let id = dedup.add(NewMemory::new(scope.clone(), &text)).await.unwrap().stored.unwrap();
         let change = dedup.forget(id, "cli").await.unwrap();
-        // Neither the exact nor the semantic check finds it; the recent-capture window still
-        // remembers the text was captured (seed 004 keeps that even for a memory gone since).
+        // Neither the exact, the semantic nor the recent-capture check finds it: the capture
+        // window does not hold a text against the user who took it back.
         let check = dedup.check_duplicate(&text, &scope).await.unwrap();
         assert_ne!(check.reason, Some(DuplicateReason::ExactMatch));
         assert_ne!(check.reason, Some(DuplicateReason::SemanticSimilar));
+        assert_ne!(check.reason, Some(DuplicateReason::RecentCapture));
+        assert!(!check.is_duplicate, "{check:?}");
         assert!(dedup.store().find_exact(&scope, &dedup_core::ContentHash::of(&text)).await.unwrap().is_none());
         let refused = dedup.edit(id, &long("Use local time"), "cli").await.unwrap_err();
         assert!(refused.to_string().contains("is not live"), "{refused}");
@@ -85,6 +87,31 @@ backend_tests! {
             .collect();
         assert_eq!(actions, [ChangeAction::Forgotten, ChangeAction::Restored]);
         assert!(dedup.history(MemoryId::new(987_654)).await.is_err());
+    }
+
+    async fn a_text_taken_back_by_forget_or_edit_can_be_added_again_within_the_capture_window(db) {
+        let dedup = service(&db, Arc::new(TableEmbedder::new()));
+        let scope = db.scope("decisions");
+        let forgotten = long("Tag every release in git");
+        let edited = long("Deploys happen on Tuesdays");
+        let a = dedup.add(NewMemory::new(scope.clone(), &forgotten)).await.unwrap().stored.unwrap();
+        let b = dedup.add(NewMemory::new(scope.clone(), &edited)).await.unwrap().stored.unwrap();
+        // Within the window, the same text is a recent capture while its memory holds it.
+        let again = dedup.check_duplicate(&forgotten, &scope).await.unwrap();
+        assert!(again.is_duplicate && again.matched_memory_id == Some(a), "{again:?}");
+        dedup.forget(a, "cli").await.unwrap();
+        dedup.edit(b, &long("Deploys happen on Thursdays"), "cli").await.unwrap();
+        for (text, old) in [(&forgotten, a), (&edited, b)] {
+            let outcome = dedup.add(NewMemory::new(scope.clone(), text)).await.unwrap();
+            let stored = outcome.stored.unwrap_or_else(|| panic!("{text:?} is stored again: {outcome:?}"));
+            assert_ne!(stored, old);
+        }
+        // A merged memory's text still counts: its survivor holds it.
+        let c = dedup.add(NewMemory::new(scope.clone(), long("Pin the toolchain version"))).await.unwrap().stored.unwrap();
+        let d = dedup.add(NewMemory::new(scope.clone(), long("Keep one lockfile per repository"))).await.unwrap().stored.unwrap();
+        db.store.deprecate(d, Some(c)).await.unwrap();
+        let merged = dedup.check_duplicate(&long("Keep one lockfile per repository"), &scope).await.unwrap();
+        assert_eq!((merged.reason, merged.matched_memory_id), (Some(DuplicateReason::RecentCapture), Some(d)));
     }
 
     async fn the_history_lists_the_merges_a_memory_took_part_in(db) {
