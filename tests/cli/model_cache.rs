@@ -1,5 +1,6 @@
-//! The optimised graph the local model caches beside itself: written on first use, loaded
-//! by later processes with the same vectors, rebuilt when unusable.
+//! The optimised graphs the local models cache beside themselves (the embedder's and the
+//! pair judge's): written on first use, loaded by later processes with the same answers,
+//! rebuilt when unusable.
 
 use std::path::{Path, PathBuf};
 
@@ -21,14 +22,14 @@ fn installed_model_dir() -> PathBuf {
     PathBuf::from(dir.trim())
 }
 
-/// A directory that links every pinned file of the installed model and holds no cache.
+/// A directory that links every pinned file of the installed models and holds no cache.
 fn model_copy() -> tempfile::TempDir {
     let installed = installed_model_dir();
     let copy = tempfile::tempdir().expect("temp dir");
     for entry in std::fs::read_dir(&installed).expect("model dir is readable") {
         let entry = entry.expect("dir entry");
         let name = entry.file_name();
-        if name.to_string_lossy().starts_with("model.optimized") {
+        if name.to_string_lossy().contains(".optimized-") {
             continue;
         }
         std::os::unix::fs::symlink(entry.path(), copy.path().join(&name)).expect("symlink");
@@ -92,4 +93,49 @@ fn an_unusable_cached_graph_is_rebuilt_and_the_answer_is_unchanged() {
     assert_eq!(first, again);
     let size = std::fs::metadata(&cached[0]).expect("rebuilt").len();
     assert!(size > 1_000_000, "the rebuilt cache has {size} bytes");
+}
+
+/// The learned judge's P(duplicate) of the two texts with the models in `dir`, and the
+/// debug log.
+fn judged(dir: &Path) -> (f64, String) {
+    let output = memdedup()
+        .env("MEMDEDUP_LOG", "debug")
+        .args(["similarity", "--json", "--judge", "learned", "--model-dir"])
+        .arg(dir)
+        .args([FIRST, SECOND])
+        .output()
+        .expect("runs");
+    let stderr = text(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let probability = json(&output.stdout)["judgement"]["probability"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no probability:\n{stderr}"));
+    (probability, stderr)
+}
+
+#[test]
+fn the_pair_judge_caches_its_optimised_graph_too_with_the_same_verdict() {
+    let dir = model_copy();
+    let pair_graphs = || -> Vec<PathBuf> {
+        let mut found: Vec<PathBuf> = std::fs::read_dir(dir.path())
+            .expect("readable")
+            .map(|e| e.expect("dir entry").path())
+            .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("pair_judge.optimized-")))
+            .collect();
+        found.sort();
+        found
+    };
+    assert!(pair_graphs().is_empty());
+    let (first, log) = judged(dir.path());
+    let loaded = |log: &str| -> String {
+        log.lines().find(|l| l.contains("pair judge model loaded")).unwrap_or_else(|| panic!("{log}")).to_owned()
+    };
+    assert!(loaded(&log).contains("optimised now and cached"), "{log}");
+    let cached = pair_graphs();
+    assert_eq!(cached.len(), 1, "one cached graph and no staging file left: {cached:?}");
+    let (again, log) = judged(dir.path());
+    assert!(loaded(&log).contains("source=cached optimised graph"), "{log}");
+    assert_eq!(first, again, "the cached graph must give the same verdict");
+    assert!(first > 0.0 && first < 1.0, "{first}");
+    assert_eq!(pair_graphs(), cached);
 }

@@ -17,26 +17,36 @@ use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
 
 use crate::{Error, ModelDir, Result};
 
-/// Where the optimised graph is cached, relative to the model directory; see
-/// [`optimized_graph_path`].
-const OPTIMIZED_PREFIX: &str = "model.optimized";
+/// The embedding model's file and where its optimised graph is cached, in the model
+/// directory; see [`optimized_graph_path`].
+pub(super) const EMBEDDER_GRAPH: Graph = Graph { file: "model.onnx", cache_prefix: "model.optimized" };
+
+/// A model file of the model directory and the name prefix of its cached optimised graph.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Graph {
+    pub(super) file: &'static str,
+    pub(super) cache_prefix: &'static str,
+}
 
 /// A session over a graph this process optimised (it owns its weights), or over the
 /// cached graph's bytes (shared by every session of the process, never freed).
-enum GraphSession {
+pub(super) enum GraphSession {
     Owned(Session),
     Cached(InMemorySession<'static>),
 }
 
 impl GraphSession {
-    fn session(&self) -> &Session {
+    pub(super) fn session(&self) -> &Session {
         match self {
             GraphSession::Owned(session) => session,
             GraphSession::Cached(session) => session,
         }
     }
 
-    fn run<'s>(&'s mut self, inputs: Vec<(Cow<'s, str>, SessionInputValue<'s>)>) -> ort::Result<SessionOutputs<'s>> {
+    pub(super) fn run<'s>(
+        &'s mut self,
+        inputs: Vec<(Cow<'s, str>, SessionInputValue<'s>)>,
+    ) -> ort::Result<SessionOutputs<'s>> {
         match self {
             GraphSession::Owned(session) => session.run(inputs),
             GraphSession::Cached(session) => session.run(inputs),
@@ -63,7 +73,8 @@ impl Model {
         // The tokenizer parses its JSON while ONNX Runtime starts and loads the graph.
         let (tokenizer, session) = std::thread::scope(|scope| {
             let tokenizer = scope.spawn(|| load_tokenizer(dir, max_length));
-            let session = environment(dir).and_then(|env| open_session(dir, &env, Tuning { threads, prepack }));
+            let session = environment(dir)
+                .and_then(|env| open_session(dir, EMBEDDER_GRAPH, &env, Tuning { threads, prepack }).map_err(corrupt));
             let tokenizer = tokenizer.join().unwrap_or_else(|_| Err(corrupt("the tokenizer loader panicked".into())));
             (tokenizer, session)
         });
@@ -206,15 +217,16 @@ fn load_tokenizer(dir: &ModelDir, max_length: usize) -> Result<Tokenizer> {
 
 /// How a session runs: intra-op threads, and whether weights are prepacked.
 #[derive(Debug, Clone, Copy)]
-struct Tuning {
-    threads: usize,
-    prepack: bool,
+pub(super) struct Tuning {
+    pub(super) threads: usize,
+    pub(super) prepack: bool,
 }
 
-/// A session for the model in `dir`: from the cached optimised graph when there is one (no
-/// optimisation pass, no parsing: ONNX Runtime reads the weights in place from the cached
-/// bytes, which every session of the process shares), else from `model.onnx`, optimising
-/// it and caching the result for the next process.
+/// A session for the model `graph` of `dir`: from the cached optimised graph when there is
+/// one (no optimisation pass, no parsing: ONNX Runtime reads the weights in place from the
+/// cached bytes, which every session of the process shares), else from the model file,
+/// optimising it and caching the result for the next process. The embedder and the pair
+/// judge's models each have their own cache.
 ///
 /// The cache is in ONNX Runtime's own format and holds its *extended* optimisations
 /// (constant folding, which turns the int8 weights into the `f32` matrices the kernels
@@ -223,9 +235,13 @@ struct Tuning {
 /// next process the optimisation pass; one that cannot be read is rebuilt.
 ///
 /// Also returns where the graph came from, for the debug log.
-fn open_session(dir: &ModelDir, environment: &Environment, tuning: Tuning) -> Result<(GraphSession, &'static str)> {
-    let corrupt = |reason: String| Error::ModelCorrupt { dir: dir.path().to_path_buf(), reason };
-    let cached = optimized_graph_path(dir);
+pub(super) fn open_session(
+    dir: &ModelDir,
+    graph: Graph,
+    environment: &Environment,
+    tuning: Tuning,
+) -> std::result::Result<(GraphSession, &'static str), String> {
+    let cached = optimized_graph_path(dir, graph);
     if let Some(cached) = cached.as_deref().filter(|p| p.is_file()) {
         let session = cached_bytes(cached).and_then(|bytes| {
             builder(environment, tuning)?
@@ -243,7 +259,7 @@ fn open_session(dir: &ModelDir, environment: &Environment, tuning: Tuning) -> Re
             }
         }
     }
-    let original = dir.file("model.onnx");
+    let original = dir.file(graph.file);
     let optimise = |staging: Option<&Path>| -> std::result::Result<Session, String> {
         let mut b = builder(environment, tuning)?
             .with_optimization_level(GraphOptimizationLevel::Level2)
@@ -272,17 +288,17 @@ fn open_session(dir: &ModelDir, environment: &Environment, tuning: Tuning) -> Re
         (Ok(session), staging) => (session, staging),
         (Err(_), Some(staging)) => {
             let _ = std::fs::remove_file(&staging);
-            (optimise(None).map_err(|e| corrupt(format!("cannot load model.onnx: {e}")))?, None)
+            (optimise(None).map_err(|e| format!("cannot load {}: {e}", graph.file))?, None)
         }
-        (Err(e), None) => return Err(corrupt(format!("cannot load model.onnx: {e}"))),
+        (Err(e), None) => return Err(format!("cannot load {}: {e}", graph.file)),
     };
-    let mut source = "model.onnx, optimised now";
+    let mut source = "the model file, optimised now";
     if let (Some(staging), Some(cached)) = (staging, cached) {
         // Renaming is atomic: a concurrent process sees either no cache or a whole one.
         match std::fs::rename(&staging, &cached) {
             Ok(()) => {
-                source = "model.onnx, optimised now and cached";
-                remove_stale_graphs(dir, &cached);
+                source = "the model file, optimised now and cached";
+                remove_stale_graphs(dir, graph, &cached);
             }
             Err(e) => {
                 tracing::debug!(path = %cached.display(), error = %e, "cannot cache the optimised model");
@@ -293,13 +309,14 @@ fn open_session(dir: &ModelDir, environment: &Environment, tuning: Tuning) -> Re
     Ok((GraphSession::Owned(session), source))
 }
 
-/// Deletes cached graphs of an earlier model file or runtime version (each is 90 MB).
-fn remove_stale_graphs(dir: &ModelDir, current: &Path) {
+/// Deletes cached graphs of an earlier version of `graph`'s file or of the runtime (each
+/// is 90 MB).
+fn remove_stale_graphs(dir: &ModelDir, graph: Graph, current: &Path) {
     let Ok(entries) = std::fs::read_dir(dir.path()) else { return };
     for path in entries.filter_map(|e| e.ok().map(|e| e.path())) {
         let stale = path != current
             && path.extension().is_some_and(|e| e == "ort" || e == "onnx")
-            && path.file_name().is_some_and(|n| n.to_string_lossy().starts_with(OPTIMIZED_PREFIX));
+            && path.file_name().is_some_and(|n| n.to_string_lossy().starts_with(&format!("{}-", graph.cache_prefix)));
         if stale {
             let _ = std::fs::remove_file(&path);
         }
@@ -363,17 +380,18 @@ fn builder(environment: &Environment, tuning: Tuning) -> std::result::Result<Ses
     }
 }
 
-/// `model.optimized-<key>.ort` in the model directory, where the key changes with
-/// `model.onnx` (size and modification time) and the runtime library's file name (its
-/// version); `None` when `model.onnx` cannot be inspected.
-pub(super) fn optimized_graph_path(dir: &ModelDir) -> Option<PathBuf> {
+/// `<prefix>-<key>.ort` in the model directory (`model.optimized-<key>.ort` for the
+/// embedder), where the key changes with the model file (size and modification time) and
+/// the runtime library's file name (its version); `None` when the model file cannot be
+/// inspected.
+pub(super) fn optimized_graph_path(dir: &ModelDir, graph: Graph) -> Option<PathBuf> {
     use sha2::{Digest, Sha256};
-    let meta = std::fs::metadata(dir.file("model.onnx")).ok()?;
+    let meta = std::fs::metadata(dir.file(graph.file)).ok()?;
     let modified = meta.modified().ok()?.duration_since(std::time::UNIX_EPOCH).ok()?;
     let runtime = dir.runtime_library();
     let runtime = runtime.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let mut hasher = Sha256::new();
     hasher.update(format!("{}:{}:{}:level2-ort", meta.len(), modified.as_nanos(), runtime));
     let key: String = hasher.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect();
-    Some(dir.path().join(format!("{OPTIMIZED_PREFIX}-{key}.ort")))
+    Some(dir.path().join(format!("{}-{key}.ort", graph.cache_prefix)))
 }

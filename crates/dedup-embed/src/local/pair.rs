@@ -15,12 +15,10 @@
 use std::sync::{Mutex, PoisonError};
 
 use dedup_core::{LearnedJudgeSettings, PairScores};
-use ort::session::Session;
-use ort::session::builder::GraphOptimizationLevel;
 use ort::value::Tensor;
 use tokenizers::{EncodeInput, PaddingParams, PaddingStrategy, Tokenizer, TruncationParams, TruncationStrategy};
 
-use super::model::environment;
+use super::model::{Graph, GraphSession, Tuning, environment, open_session};
 use crate::{Error, ModelDir, Result, model_lock};
 
 /// The model file's name in the model directory.
@@ -36,7 +34,7 @@ const TEXT_BATCH: usize = 32;
 
 /// One ONNX session and the tokenizer that feeds it.
 struct Runner {
-    session: Mutex<Session>,
+    session: Mutex<GraphSession>,
     tokenizer: Tokenizer,
 }
 
@@ -88,17 +86,13 @@ impl PairJudgeModel {
         pinned(PAIR_JUDGE_MODEL_FILE, &settings.model_file, &settings.model_sha256)?;
         pinned(JUDGE_EMBEDDER_FILE, &settings.embedder_file, &settings.embedder_sha256)?;
         let environment = environment(dir)?;
-        let open = |name: &str, output: &str| -> Result<Mutex<Session>> {
-            let path = dir.file(name);
-            let text = |e: ort::Error<ort::session::builder::SessionBuilder>| e.to_string();
-            let session = Session::builder(&environment)
-                .map_err(|e| e.to_string())
-                .and_then(|b| b.with_intra_threads(threads.max(1)).map_err(text))
-                .and_then(|b| b.with_intra_op_spinning(false).map_err(text))
-                .and_then(|b| b.with_optimization_level(GraphOptimizationLevel::Level2).map_err(text))
-                .and_then(|mut b| b.commit_from_file(&path).map_err(|e| e.to_string()))
+        let open = |file: &'static str, cache_prefix: &'static str, output: &str| -> Result<Mutex<GraphSession>> {
+            let path = dir.file(file);
+            let tuning = Tuning { threads: threads.max(1), prepack: true };
+            let (session, source) = open_session(dir, Graph { file, cache_prefix }, &environment, tuning)
                 .map_err(|reason| corrupt(&path, reason))?;
-            let outputs = session.outputs();
+            tracing::debug!(model = %file, source = %source, "pair judge model loaded");
+            let outputs = session.session().outputs();
             if outputs.len() != 1 || outputs[0].name() != output {
                 return Err(corrupt(&path, format!("the model must have one output, `{output}`")));
             }
@@ -106,14 +100,14 @@ impl PairJudgeModel {
         };
         let cross_encoder = if settings.uses_cross_encoder() {
             let tokenizer = judge_tokenizer(dir, settings.max_len)?;
-            Some(Runner { session: open(PAIR_JUDGE_MODEL_FILE, "logits")?, tokenizer })
+            Some(Runner { session: open(PAIR_JUDGE_MODEL_FILE, "pair_judge.optimized", "logits")?, tokenizer })
         } else {
             None
         };
         let embedder = match settings.embedder_max_len {
             Some(max_len) if settings.uses_embedder() => {
                 let tokenizer = judge_tokenizer(dir, max_len)?;
-                Some(Runner { session: open(JUDGE_EMBEDDER_FILE, "embedding")?, tokenizer })
+                Some(Runner { session: open(JUDGE_EMBEDDER_FILE, "judge_embedder.optimized", "embedding")?, tokenizer })
             }
             _ => None,
         };
