@@ -314,6 +314,12 @@ fn decide_learned<Id: Copy>(
     threshold: f32,
 ) -> PairDecision<Id> {
     let floor = learned.floor().unwrap_or(threshold);
+    // Nothing for the model to read, and nothing cosine would call a duplicate in its
+    // place: the verdict is known without loading the model (a check with no close
+    // neighbour never pays for it).
+    if candidates.iter().all(|c| c.cosine < floor.min(threshold)) {
+        return PairDecision { duplicate: None, nearest: None, fallback: None };
+    }
     let close: Vec<&JudgeCandidate<'_, Id>> = candidates.iter().filter(|c| c.cosine >= floor).collect();
     let texts: Vec<(&str, f32)> = close.iter().map(|c| (c.text, c.cosine)).collect();
     let judged = match learned_judgements(learned, new, &texts) {

@@ -189,8 +189,7 @@ fn load_tokenizer(dir: &ModelDir, max_length: usize) -> Result<Tokenizer> {
     };
     let config = json("config.json")?;
     let tokenizer_config = json("tokenizer_config.json")?;
-    let mut tokenizer = Tokenizer::from_file(dir.file("tokenizer.json"))
-        .map_err(|e| corrupt(format!("cannot read tokenizer.json: {e}")))?;
+    let mut tokenizer = read_tokenizer(dir).map_err(|e| corrupt(format!("cannot read tokenizer.json: {e}")))?;
     let model_max = tokenizer_config["model_max_length"].as_f64().unwrap_or(f64::MAX);
     let max_length = if model_max < max_length as f64 { model_max as usize } else { max_length };
     let pad_token = tokenizer_config["pad_token"]
@@ -212,6 +211,21 @@ fn load_tokenizer(dir: &ModelDir, max_length: usize) -> Result<Tokenizer> {
     tokenizer
         .with_truncation(Some(TruncationParams { max_length, ..TruncationParams::default() }))
         .map_err(|e| corrupt(format!("tokenizer: {e}")))?;
+    Ok(tokenizer)
+}
+
+/// `tokenizer.json` of `dir` as parsed, before any padding or truncation is set: read once
+/// per process and cloned for each user (the embedder and the pair judge's models share
+/// the WordPiece vocabulary; parsing it is tens of milliseconds of a cold `check`).
+pub(super) fn read_tokenizer(dir: &ModelDir) -> std::result::Result<Tokenizer, String> {
+    static READ: OnceLock<Mutex<HashMap<PathBuf, Tokenizer>>> = OnceLock::new();
+    let path = dir.file("tokenizer.json");
+    let mut read = READ.get_or_init(Default::default).lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(tokenizer) = read.get(&path) {
+        return Ok(tokenizer.clone());
+    }
+    let tokenizer = Tokenizer::from_file(&path).map_err(|e| e.to_string())?;
+    read.insert(path, tokenizer.clone());
     Ok(tokenizer)
 }
 

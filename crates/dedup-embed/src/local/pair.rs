@@ -10,7 +10,9 @@
 //! cross-encoder in canonical order, the text that sorts first by Unicode code point first;
 //! a cosine is symmetric); the models hold int8 weights but compute in f32, so a pair's
 //! scores do not depend on the other pairs of its batch (up to f32 rounding); every model
-//! file is checked against its pinned sha256 before it is loaded.
+//! file is checked against its pinned sha256 before it is optimised and loaded (a later
+//! process reads the cached optimised graph, whose key changes with the file's size and
+//! modification time, and checks the file's size only).
 
 use std::sync::{Mutex, PoisonError};
 
@@ -18,7 +20,7 @@ use dedup_core::{LearnedJudgeSettings, PairScores};
 use ort::value::Tensor;
 use tokenizers::{EncodeInput, PaddingParams, PaddingStrategy, Tokenizer, TruncationParams, TruncationStrategy};
 
-use super::model::{Graph, GraphSession, Tuning, environment, open_session};
+use super::model::{Graph, GraphSession, Tuning, environment, open_session, optimized_graph_path, read_tokenizer};
 use crate::{Error, ModelDir, Result, model_lock};
 
 /// The model file's name in the model directory.
@@ -27,6 +29,10 @@ pub const PAIR_JUDGE_MODEL_FILE: &str = "pair_judge.onnx";
 pub const JUDGE_EMBEDDER_FILE: &str = "judge_embedder.onnx";
 /// The settings file's name in the model directory (`judge.json` as train-judge wrote it).
 pub const PAIR_JUDGE_SETTINGS_FILE: &str = "pair_judge.json";
+/// The cross-encoder's graph and the prefix of its cached optimised form.
+const CROSS_ENCODER_GRAPH: Graph = Graph { file: PAIR_JUDGE_MODEL_FILE, cache_prefix: "pair_judge.optimized" };
+/// The fine-tuned embedder's graph and the prefix of its cached optimised form.
+const JUDGE_EMBEDDER_GRAPH: Graph = Graph { file: JUDGE_EMBEDDER_FILE, cache_prefix: "judge_embedder.optimized" };
 /// Pairs per inference call: larger batches pad more and gain little on short memories.
 const BATCH: usize = 16;
 /// Texts per inference call of the fine-tuned embedder.
@@ -58,7 +64,17 @@ impl PairJudgeModel {
     /// the command that installs it.
     pub fn load(dir: &ModelDir, threads: usize) -> Result<PairJudgeModel> {
         dir.check()?;
-        dir.verify_pair_judge()?;
+        // A model whose optimised graph is cached was hashed by the process that built the
+        // cache (its key changes with the file's size and modification time), and its
+        // file is not read again: hashing 23 MB on every start was a sixth of a cold check.
+        let cached = |name: &str| {
+            [CROSS_ENCODER_GRAPH, JUDGE_EMBEDDER_GRAPH]
+                .into_iter()
+                .find(|graph| graph.file == name)
+                .and_then(|graph| optimized_graph_path(dir, graph))
+                .is_some_and(|path| path.is_file())
+        };
+        dir.verify_pair_judge_hashing(|name| !cached(name))?;
         let settings_path = dir.file(PAIR_JUDGE_SETTINGS_FILE);
         let corrupt =
             |path: &std::path::Path, reason: String| Error::PairJudgeCorrupt { path: path.to_path_buf(), reason };
@@ -86,12 +102,12 @@ impl PairJudgeModel {
         pinned(PAIR_JUDGE_MODEL_FILE, &settings.model_file, &settings.model_sha256)?;
         pinned(JUDGE_EMBEDDER_FILE, &settings.embedder_file, &settings.embedder_sha256)?;
         let environment = environment(dir)?;
-        let open = |file: &'static str, cache_prefix: &'static str, output: &str| -> Result<Mutex<GraphSession>> {
-            let path = dir.file(file);
+        let open = |graph: Graph, output: &str| -> Result<Mutex<GraphSession>> {
+            let path = dir.file(graph.file);
             let tuning = Tuning { threads: threads.max(1), prepack: true };
-            let (session, source) = open_session(dir, Graph { file, cache_prefix }, &environment, tuning)
-                .map_err(|reason| corrupt(&path, reason))?;
-            tracing::debug!(model = %file, source = %source, "pair judge model loaded");
+            let (session, source) =
+                open_session(dir, graph, &environment, tuning).map_err(|reason| corrupt(&path, reason))?;
+            tracing::debug!(model = %graph.file, source = %source, "pair judge model loaded");
             let outputs = session.session().outputs();
             if outputs.len() != 1 || outputs[0].name() != output {
                 return Err(corrupt(&path, format!("the model must have one output, `{output}`")));
@@ -100,14 +116,14 @@ impl PairJudgeModel {
         };
         let cross_encoder = if settings.uses_cross_encoder() {
             let tokenizer = judge_tokenizer(dir, settings.max_len)?;
-            Some(Runner { session: open(PAIR_JUDGE_MODEL_FILE, "pair_judge.optimized", "logits")?, tokenizer })
+            Some(Runner { session: open(CROSS_ENCODER_GRAPH, "logits")?, tokenizer })
         } else {
             None
         };
         let embedder = match settings.embedder_max_len {
             Some(max_len) if settings.uses_embedder() => {
                 let tokenizer = judge_tokenizer(dir, max_len)?;
-                Some(Runner { session: open(JUDGE_EMBEDDER_FILE, "judge_embedder.optimized", "embedding")?, tokenizer })
+                Some(Runner { session: open(JUDGE_EMBEDDER_GRAPH, "embedding")?, tokenizer })
             }
             _ => None,
         };
@@ -253,9 +269,8 @@ impl dedup_core::PairScorer for PairJudgeModel {
 /// of a pair (truncated longest first), cut to `max_len` tokens in all, a batch padded to
 /// its longest row.
 fn judge_tokenizer(dir: &ModelDir, max_len: usize) -> Result<Tokenizer> {
-    let path = dir.file("tokenizer.json");
     let corrupt = |reason: String| Error::ModelCorrupt { dir: dir.path().to_path_buf(), reason };
-    let mut tokenizer = Tokenizer::from_file(&path).map_err(|e| corrupt(format!("cannot read tokenizer.json: {e}")))?;
+    let mut tokenizer = read_tokenizer(dir).map_err(|e| corrupt(format!("cannot read tokenizer.json: {e}")))?;
     let pad_id = tokenizer.token_to_id("[PAD]").unwrap_or(0);
     tokenizer.with_padding(Some(PaddingParams {
         strategy: PaddingStrategy::BatchLongest,

@@ -255,3 +255,28 @@ fn learned_judge_loads_its_model_once_on_first_use() {
     assert!(judgement.reasons[0].contains("pair_judge.onnx is missing"), "{:?}", judgement.reasons);
     assert_eq!(failing.floor(0.9), 0.9, "after a failed load: the cosine threshold");
 }
+
+#[test]
+fn learned_judge_does_not_load_its_model_when_no_candidate_reaches_the_floor() {
+    let loads = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = loads.clone();
+    let judge = PairJudgeChoice::Learned(LearnedPairJudge::with_loader(
+        0.3,
+        Box::new(move || {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok(Arc::new(FakeScorer::new()) as Arc<dyn dedup_core::PairScorer>)
+        }),
+    ));
+    let far = [candidate(1, 0.29, "dup text"), candidate(2, -0.1, "other")];
+    let decision = judge.decide("new", &far, 0.9);
+    assert!(decision.duplicate.is_none() && decision.nearest.is_none() && decision.fallback.is_none(), "{decision:?}");
+    assert!(judge.decide::<u32>("new", &[], 0.9).duplicate.is_none());
+    assert_eq!(loads.load(std::sync::atomic::Ordering::SeqCst), 0, "nothing to read: no model loaded");
+    // A threshold under the floor lets cosine call a pair between the two a duplicate when
+    // the model is missing, so that pair is still taken to the model.
+    let decision = judge.decide("new", &[candidate(1, 0.25, "dup text")], 0.2);
+    assert_eq!(loads.load(std::sync::atomic::Ordering::SeqCst), 1, "{decision:?}");
+    let close = judge.decide("new", &[candidate(1, 0.8, "dup text")], 0.9);
+    assert_eq!(close.duplicate.as_ref().map(|(id, _)| *id), Some(1), "{close:?}");
+    assert_eq!(loads.load(std::sync::atomic::Ordering::SeqCst), 1, "loaded once");
+}
