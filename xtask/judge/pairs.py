@@ -158,6 +158,37 @@ def augment_train(groups, seed=13):
     return out
 
 
+NLI_RELATIONS = {"contradiction": "contradiction", "neutral": "related"}
+
+
+def load_public_train(data_dir):
+    """Train-split pairs from the public human-labelled sets in DATA_DIR/public/*.jsonl
+    (DATA.md gives their sources and licences). A line is a paraphrase pair
+    ({"a", "b", "dup"}: duplicate, else related) or an NLI pair ({"a", "b", "label"}):
+    a contradiction is a contradiction, a neutral pair related; an entailment is left out,
+    since entailing one way (a narrower claim entails the broader) is not saying the same
+    thing. These pairs are only ever trained on: no public set is calibrated or tested on
+    from here."""
+    out = []
+    for path in sorted(glob.glob(os.path.join(data_dir, "public", "*.jsonl"))):
+        name = os.path.splitext(os.path.basename(path))[0]
+        with open(path, encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                r = json.loads(line)
+                if "dup" in r:
+                    relation = "duplicate" if r["dup"] else "related"
+                elif r.get("label") in NLI_RELATIONS:
+                    relation = NLI_RELATIONS[r["label"]]
+                elif r.get("label") == "entailment":
+                    continue
+                else:
+                    raise ValueError(f"{path}:{n}: a public pair needs dup or an NLI label, got {sorted(r)}")
+                out.append(pair(r["a"], r["b"], relation, f"public:{name}", f"{name}:{n}", "public", "train"))
+    return out
+
+
 def counts(pairs):
     table = {}
     for p in pairs:
@@ -170,5 +201,8 @@ if __name__ == "__main__":
     groups = load_groups(sys.argv[1] if len(sys.argv) > 1 else "data/judge")
     pairs = build_pairs(groups)
     print(f"{len(groups)} groups, {len(pairs)} pairs")
+    public = load_public_train(sys.argv[1] if len(sys.argv) > 1 else "data/judge")
+    print(f"{len(public)} public train pairs")
+    pairs += public
     for (split, relation), n in sorted(counts(pairs).items()):
         print(f"  {split:5} {relation:13} {n}")

@@ -8,8 +8,9 @@ decision (the cross-encoder's log-odds and the embedder's cosine) on the calibra
 metrics. With --model DIR, the training and export are skipped and DIR's model is
 calibrated and evaluated (a recalibration: same file, new decision).
 
-Splits: data/judge groups go to train / calib / test by their id (pairs.py). The labelled
-fixture files and the public evaluation sets are only ever evaluated on.
+Splits: data/judge groups go to train / calib / test by their id (pairs.py); the public sets
+of data/judge/public/ (--public-train) are train data only. The labelled fixture files and the public
+evaluation sets (--public) are only ever evaluated on.
 Run through `cargo xtask train-judge`, which installs the pinned wheels and passes paths.
 """
 import argparse
@@ -467,6 +468,8 @@ def main():
                     help="the xtask binary, whose pair-contrasts command gives memdedup's text contrasts")
     ap.add_argument("--augment", action="store_true",
                     help="add surface-variant pairs to the train split (pairs.augment_train; tried, not shipped)")
+    ap.add_argument("--public-train", action="store_true",
+                    help="also train on the public sets of DATA/public/ (pairs.load_public_train; tried, not shipped)")
     ap.add_argument("--public", action="append", default=[], help="NAME=PATH public pairs (evaluated only)")
     ap.add_argument("--public-limit", type=int, default=3000)
     ap.add_argument("--seed", type=int, default=13)
@@ -492,6 +495,8 @@ def main():
         groups = [g for g in groups if g["group"].endswith(("1", "2", "3"))][:90] or groups[:90]
     all_pairs = pairdata.build_pairs(groups, seed=args.seed)
     split = {s: [p for p in all_pairs if p["split"] == s] for s in pairdata.SPLITS}
+    if args.public_train:
+        split["train"] += pairdata.load_public_train(args.data)
     if args.augment:
         # Surface variants (train split only): duplicates whose words overlap a lot.
         split["train"] += pairdata.augment_train(groups, seed=args.seed)
