@@ -231,8 +231,8 @@ fn learned_judge_without_a_model_decides_by_cosine_and_says_why() {
     assert!(single.reasons[0].contains("unavailable"), "{:?}", single.reasons);
 }
 
-#[test]
-fn learned_judge_loads_its_model_once_on_first_use() {
+/// A learned judge (floor 0.3) whose fake model counts its loads.
+fn counting_judge() -> (PairJudgeChoice, Arc<std::sync::atomic::AtomicUsize>) {
     let loads = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let counter = loads.clone();
     let judge = PairJudgeChoice::Learned(LearnedPairJudge::with_loader(
@@ -242,6 +242,12 @@ fn learned_judge_loads_its_model_once_on_first_use() {
             Ok(Arc::new(FakeScorer::new()) as Arc<dyn dedup_core::PairScorer>)
         }),
     ));
+    (judge, loads)
+}
+
+#[test]
+fn learned_judge_loads_its_model_once_on_first_use() {
+    let (judge, loads) = counting_judge();
     assert_eq!(loads.load(std::sync::atomic::Ordering::SeqCst), 0, "nothing loaded before a pair is judged");
     let copy = judge.clone();
     assert!(judge.judge_pair("new", "dup text", 0.8, 0.9).is_duplicate());
@@ -258,15 +264,7 @@ fn learned_judge_loads_its_model_once_on_first_use() {
 
 #[test]
 fn learned_judge_does_not_load_its_model_when_no_candidate_reaches_the_floor() {
-    let loads = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let counter = loads.clone();
-    let judge = PairJudgeChoice::Learned(LearnedPairJudge::with_loader(
-        0.3,
-        Box::new(move || {
-            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            Ok(Arc::new(FakeScorer::new()) as Arc<dyn dedup_core::PairScorer>)
-        }),
-    ));
+    let (judge, loads) = counting_judge();
     let far = [candidate(1, 0.29, "dup text"), candidate(2, -0.1, "other")];
     let decision = judge.decide("new", &far, 0.9);
     assert!(decision.duplicate.is_none() && decision.nearest.is_none() && decision.fallback.is_none(), "{decision:?}");
