@@ -114,6 +114,7 @@ fn readme_words_split_like_a_shell() {
     // A printed probability may differ a little from one CPU to another.
     assert!(shows("P(duplicate) 0.551 at cosine 0.9850: x", "P(duplicate) 0.556 at cosine 0.9850: …").is_ok());
     assert!(shows("{\"score\":0.09673412}", "{\"score\":0.0967…").is_ok());
+    assert!(shows("{\"p\":0.52752864}", "{\"p\":0.52695423}").is_ok());
     assert!(shows("P 0.550 here", "P 0.556 here").is_err(), "six units off");
     assert!(shows("P 0.556 there", "P 0.556 here").is_err(), "the words still count");
     assert!(shows("at 0.93", "at 0.92").is_err(), "two digits: exact");

@@ -228,7 +228,7 @@ pub fn cached_tool(env_var: &str, relative: &str, install: &str) -> PathBuf {
 
 /// Whether `actual` shows `expected`: its pieces between `…`/`...`, without whitespace,
 /// in order. A decimal number of three or more fractional digits in `expected` (a
-/// probability, a cosine) matches one within five units of its last digit: ONNX Runtime
+/// probability, a cosine) matches one within 0.005 (and shown to as many digits): ONNX Runtime
 /// chooses its kernels and fusions by instruction set, so the models' results differ a
 /// little from one CPU to another (seen: a probability the docs show as 0.450 printed as
 /// 0.446 on another machine of the same kind, 0.556 as 0.555).
@@ -256,7 +256,7 @@ fn matches_at(actual: &[char], piece: &[char]) -> Option<usize> {
         let starts_number = j == 0 || !piece[j - 1].is_ascii_digit() && piece[j - 1] != '.';
         if let Some((expected, digits, piece_len)) = decimal(&piece[j..]).filter(|&(_, d, _)| starts_number && d >= 3) {
             let (value, actual_digits, actual_len) = decimal(&actual[i..])?;
-            if actual_digits < digits || (value - expected).abs() > 5.0 * 10f64.powi(-(digits as i32)) * 1.000_001 {
+            if actual_digits < digits || (value - expected).abs() > 0.005 + 1e-9 {
                 return None;
             }
             i += actual_len;
