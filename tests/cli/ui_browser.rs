@@ -140,10 +140,12 @@ async fn click_to(browser: &Client, selector: &str, expect: &str) -> String {
     browser.find(Locator::Css(expect)).await.expect(expect).text().await.expect("text")
 }
 
-async fn sign_in(browser: &Client, token: &str) {
+/// Signs in with `token` and waits for `expect` on the page that answers (the login page
+/// has a `main h1` too, so waiting for any page could return before the answer arrives).
+async fn sign_in(browser: &Client, token: &str, expect: &str) {
     let form = browser.form(Locator::Css("form.login")).await.expect("the login form");
     form.set_by_name("token", token).await.expect("typed").submit().await.expect("submitted");
-    browser.wait().for_element(Locator::Css("main h1")).await.expect("a page");
+    browser.wait().for_element(Locator::Css(expect)).await.unwrap_or_else(|e| panic!("{expect} after signing in: {e}"));
 }
 
 /// Saves a screenshot of the page to docs/ui/NAME.png when asked to; always checks it is
@@ -196,10 +198,10 @@ async fn review_page_in_chromium_decides_undoes_and_keeps_to_the_token() {
     let browser = driver.browser().await;
     browser.goto(&server.url("/ui/")).await.expect("goto");
     assert_eq!(browser.current_url().await.expect("url").path(), "/ui/login");
-    sign_in(&browser, "not-a-token-at-all").await;
+    sign_in(&browser, "not-a-token-at-all", ".error").await;
     let error = browser.find(Locator::Css(".error")).await.expect("an error").text().await.expect("text");
     assert!(error.contains("unknown token"), "{error}");
-    sign_in(&browser, ADMIN_TOKEN).await;
+    sign_in(&browser, ADMIN_TOKEN, "tr[data-namespace=prefs]").await;
 
     // The namespaces with their counts.
     let lessons =
@@ -270,7 +272,7 @@ async fn review_page_in_chromium_decides_undoes_and_keeps_to_the_token() {
 
     // A token limited to `lessons` sees only it, and cannot decide elsewhere.
     click_to(&browser, "form.signout button", "form.login").await;
-    sign_in(&browser, LESSONS_TOKEN).await;
+    sign_in(&browser, LESSONS_TOKEN, "tr[data-namespace=lessons]").await;
     assert_eq!(browser.find_all(Locator::Css("tr[data-namespace]")).await.unwrap().len(), 1);
     assert!(browser.find(Locator::Css("tr[data-namespace=lessons]")).await.is_ok());
     browser.goto(&server.url("/ui/review?namespace=prefs")).await.expect("goto");
