@@ -129,6 +129,7 @@ fn curl(args: &[&str]) -> (u16, String) {
 
 /// Clicks `selector` and waits for the page it leads to, which must show `expect`.
 async fn click_to(browser: &Client, selector: &str, expect: &str) -> String {
+    let page = current_page(browser).await;
     browser
         .find(Locator::Css(selector))
         .await
@@ -136,16 +137,32 @@ async fn click_to(browser: &Client, selector: &str, expect: &str) -> String {
         .click()
         .await
         .expect("click");
-    browser.wait().for_element(Locator::Css(expect)).await.unwrap_or_else(|e| panic!("{expect} after {selector}: {e}"));
-    browser.find(Locator::Css(expect)).await.expect(expect).text().await.expect("text")
+    arrived(browser, page, expect).await
 }
 
-/// Signs in with `token` and waits for `expect` on the page that answers (the login page
-/// has a `main h1` too, so waiting for any page could return before the answer arrives).
+/// Signs in with `token` and waits for the page that answers, which must show `expect`.
 async fn sign_in(browser: &Client, token: &str, expect: &str) {
+    let page = current_page(browser).await;
     let form = browser.form(Locator::Css("form.login")).await.expect("the login form");
     form.set_by_name("token", token).await.expect("typed").submit().await.expect("submitted");
-    browser.wait().for_element(Locator::Css(expect)).await.unwrap_or_else(|e| panic!("{expect} after signing in: {e}"));
+    arrived(browser, page, expect).await;
+}
+
+/// The document element of the page shown now: it goes stale when another page replaces it.
+async fn current_page(browser: &Client) -> fantoccini::elements::Element {
+    browser.find(Locator::Css("html")).await.expect("a page")
+}
+
+/// Waits until `page` has been replaced (a form answers with a redirect, and the element
+/// sought may be on both pages) and then for `expect` on the new page; returns its text.
+async fn arrived(browser: &Client, page: fantoccini::elements::Element, expect: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while page.tag_name().await.is_ok() {
+        assert!(Instant::now() < deadline, "the page did not change (waiting for {expect})");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    browser.wait().for_element(Locator::Css(expect)).await.unwrap_or_else(|e| panic!("{expect}: {e}"));
+    browser.find(Locator::Css(expect)).await.expect(expect).text().await.expect("text")
 }
 
 /// Saves a screenshot of the page to docs/ui/NAME.png when asked to; always checks it is
