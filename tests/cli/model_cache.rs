@@ -4,6 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
+use serde_json::Value;
+
 use crate::support::{json, memdedup, require_model, text};
 
 const FIRST: &str = "always use type hints for function parameters";
@@ -37,18 +39,27 @@ fn model_copy() -> tempfile::TempDir {
     copy
 }
 
-/// The cosine of the two texts with the model in `dir`, and the debug log.
-fn similarity(dir: &Path) -> (f64, String) {
+/// `memdedup similarity --json` of the two texts with the models in `dir` and `extra`
+/// arguments: its JSON reply and the debug log.
+fn similarity_json(dir: &Path, extra: &[&str]) -> (Value, String) {
     let output = memdedup()
         .env("MEMDEDUP_LOG", "debug")
-        .args(["similarity", "--json", "--model-dir"])
+        .args(["similarity", "--json"])
+        .args(extra)
+        .arg("--model-dir")
         .arg(dir)
         .args([FIRST, SECOND])
         .output()
         .expect("runs");
     let stderr = text(&output.stderr);
     assert!(output.status.success(), "{stderr}");
-    let cosine = json(&output.stdout)["cosine"].as_f64().unwrap_or_else(|| panic!("no cosine:\n{stderr}"));
+    (json(&output.stdout), stderr)
+}
+
+/// The cosine of the two texts with the model in `dir`, and the debug log.
+fn similarity(dir: &Path) -> (f64, String) {
+    let (reply, stderr) = similarity_json(dir, &[]);
+    let cosine = reply["cosine"].as_f64().unwrap_or_else(|| panic!("no cosine:\n{stderr}"));
     (cosine, stderr)
 }
 
@@ -98,18 +109,8 @@ fn an_unusable_cached_graph_is_rebuilt_and_the_answer_is_unchanged() {
 /// The learned judge's P(duplicate) of the two texts with the models in `dir`, and the
 /// debug log.
 fn judged(dir: &Path) -> (f64, String) {
-    let output = memdedup()
-        .env("MEMDEDUP_LOG", "debug")
-        .args(["similarity", "--json", "--judge", "learned", "--model-dir"])
-        .arg(dir)
-        .args([FIRST, SECOND])
-        .output()
-        .expect("runs");
-    let stderr = text(&output.stderr);
-    assert!(output.status.success(), "{stderr}");
-    let probability = json(&output.stdout)["judgement"]["probability"]
-        .as_f64()
-        .unwrap_or_else(|| panic!("no probability:\n{stderr}"));
+    let (reply, stderr) = similarity_json(dir, &["--judge", "learned"]);
+    let probability = reply["judgement"]["probability"].as_f64().unwrap_or_else(|| panic!("no probability:\n{stderr}"));
     (probability, stderr)
 }
 
