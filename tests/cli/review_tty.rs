@@ -15,7 +15,7 @@ const PAIRS: [(&str, &str, &str); 2] = [
     (
         "ops",
         "Rotate the API keys every month, and revoke the old keys at once.",
-        "Rotate the API keys monthly, and revoke the old keys at once.",
+        "Every month rotate the API keys and revoke the old keys at once.",
     ),
 ];
 

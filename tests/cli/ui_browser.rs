@@ -27,7 +27,10 @@ const DATABASE: [&str; 2] = [
     "We decided to use PostgreSQL as the primary database for the billing service.",
     "We decided to use PostgreSQL as the main database for the billing service.",
 ];
-const TABS: [&str; 2] = ["The user prefers tabs over spaces", "User likes indenting with tabs rather than spaces"];
+const KEYS: [&str; 2] = [
+    "Rotate the API keys every month, and revoke the old keys at once.",
+    "Every month rotate the API keys and revoke the old keys at once.",
+];
 
 const ADMIN_TOKEN: &str = "ui-admin-token-0123";
 const LESSONS_TOKEN: &str = "ui-lessons-token-4567";
@@ -183,7 +186,7 @@ async fn review_page_in_chromium_decides_undoes_and_keeps_to_the_token() {
     let (dir, db) = sqlite_db();
     let (hints_a, hints_b, hints) = add_pair(&db, "lessons", TYPE_HINTS);
     let (db_a, db_b, database) = add_pair(&db, "lessons", DATABASE);
-    let (_, _, tabs) = add_pair(&db, "prefs", TABS);
+    let (_, _, keys) = add_pair(&db, "ops", KEYS);
     let config = dir.path().join("memdedup.toml");
     std::fs::write(
         &config,
@@ -218,14 +221,14 @@ async fn review_page_in_chromium_decides_undoes_and_keeps_to_the_token() {
     sign_in(&browser, "not-a-token-at-all", ".error").await;
     let error = browser.find(Locator::Css(".error")).await.expect("an error").text().await.expect("text");
     assert!(error.contains("unknown token"), "{error}");
-    sign_in(&browser, ADMIN_TOKEN, "tr[data-namespace=prefs]").await;
+    sign_in(&browser, ADMIN_TOKEN, "tr[data-namespace=ops]").await;
 
     // The namespaces with their counts.
     let lessons =
         browser.find(Locator::Css("tr[data-namespace=lessons]")).await.expect("lessons").text().await.unwrap();
     assert!(lessons.starts_with("lessons 4 0 2"), "{lessons}");
-    let prefs = browser.find(Locator::Css("tr[data-namespace=prefs]")).await.expect("prefs").text().await.unwrap();
-    assert!(prefs.starts_with("prefs 2 0 1"), "{prefs}");
+    let ops = browser.find(Locator::Css("tr[data-namespace=ops]")).await.expect("ops").text().await.unwrap();
+    assert!(ops.starts_with("ops 2 0 1"), "{ops}");
     screenshot(&browser, "overview").await;
 
     // The queue: both texts, the words only one has marked.
@@ -247,9 +250,9 @@ async fn review_page_in_chromium_decides_undoes_and_keeps_to_the_token() {
     assert_eq!(review_status(&db, hints), "merged");
     assert_eq!(memory(&db, hints_b)["merged_into"], hints_a);
     // Keep a pair apart.
-    let notice = click_to(&browser, &format!("section[data-review='{tabs}'] button.apart"), ".notice").await;
+    let notice = click_to(&browser, &format!("section[data-review='{keys}'] button.apart"), ".notice").await;
     assert!(notice.contains("kept apart"), "{notice}");
-    assert_eq!(review_status(&db, tabs), "apart");
+    assert_eq!(review_status(&db, keys), "apart");
     // Merge keeping the newer memory.
     let second = format!("section[data-review='{database}']");
     browser.find(Locator::Css(&format!("{second} input[value='{db_b}']"))).await.expect("radio").click().await.unwrap();
@@ -292,9 +295,9 @@ async fn review_page_in_chromium_decides_undoes_and_keeps_to_the_token() {
     sign_in(&browser, LESSONS_TOKEN, "tr[data-namespace=lessons]").await;
     assert_eq!(browser.find_all(Locator::Css("tr[data-namespace]")).await.unwrap().len(), 1);
     assert!(browser.find(Locator::Css("tr[data-namespace=lessons]")).await.is_ok());
-    browser.goto(&server.url("/ui/review?namespace=prefs")).await.expect("goto");
+    browser.goto(&server.url("/ui/review?namespace=ops")).await.expect("goto");
     let error = browser.find(Locator::Css(".error")).await.expect("an error").text().await.unwrap();
-    assert!(error.starts_with("403") && error.contains("prefs"), "{error}");
+    assert!(error.starts_with("403") && error.contains("ops"), "{error}");
     let cookie = browser.get_named_cookie("memdedup_ui").await.expect("the session cookie");
     browser.goto(&server.url("/ui/")).await.expect("goto");
     let csrf = browser.find(Locator::Css("form.signout input[name=csrf]")).await.unwrap().attr("value").await.unwrap();
@@ -302,7 +305,7 @@ async fn review_page_in_chromium_decides_undoes_and_keeps_to_the_token() {
     let cookie = format!("memdedup_ui={}", cookie.value());
     let body = format!("decision=skip&csrf={csrf}");
     let (status, response) =
-        curl(&["-X", "POST", "-b", &cookie, "-d", &body, &server.url(&format!("/ui/review/{tabs}/decide"))]);
+        curl(&["-X", "POST", "-b", &cookie, "-d", &body, &server.url(&format!("/ui/review/{keys}/decide"))]);
     assert_eq!(status, 404, "{response}");
     // The same session with a wrong CSRF token cannot decide its own namespace either.
     let (status, _) = curl(&[
@@ -319,7 +322,7 @@ async fn review_page_in_chromium_decides_undoes_and_keeps_to_the_token() {
 
     // The request log holds no memory text.
     let (_, log) = server.stop("TERM");
-    for text in TYPE_HINTS.iter().chain(&DATABASE).chain(&TABS) {
+    for text in TYPE_HINTS.iter().chain(&DATABASE).chain(&KEYS) {
         assert!(!log.contains(text), "the log holds {text:?}:\n{log}");
     }
 }

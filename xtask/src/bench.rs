@@ -29,7 +29,9 @@ texts (the semantic path a hook takes; the default learned judge) against 200 st
 memories, 20 more with `--judge cosine`, then 21 more in
 client mode against a `memdedup serve` started on loopback: p50 / p90 wall time and peak
 RSS. The check-before-store latency bench
-is `cargo bench -p memdedup --bench check` and the HTTP check-similar bench (8 and 32
+is `cargo bench -p memdedup --bench check`, the learned pair judge's cost per pair (256
+candidate pairs of holdout.jsonl, all in one call and one per call) is `cargo bench -p
+memdedup --bench judge`, and the HTTP check-similar bench (8 and 32
 clients, 10k and 100k stored nodes) is `cargo bench -p memdedup --bench http`; the
 assisted dedup run (10,000 memories, a fake judge answering after 200 ms, 1, 4 and 16
 calls in flight) is `cargo bench -p dedup-assist --bench assisted`; the MCP
@@ -86,6 +88,8 @@ pub fn run(root: &Path, e2e_only: bool, bench_args: &[String]) -> Result<()> {
         )?;
         println!("==> cargo bench -p memdedup --bench check");
         process::run(cargo().args(["bench", "-p", "memdedup", "--bench", "check"]).current_dir(root))?;
+        println!("==> cargo bench -p memdedup --bench judge");
+        process::run(cargo().args(["bench", "-p", "memdedup", "--bench", "judge"]).current_dir(root))?;
         println!("==> cargo bench -p memdedup --bench http");
         process::run(cargo().args(["bench", "-p", "memdedup", "--bench", "http"]).current_dir(root))?;
         println!("==> cargo bench -p memdedup-cli --bench mcp");

@@ -463,6 +463,14 @@ fn word_edits(wa: &[String], wb: &[String]) -> Option<Contrast> {
     if content(&only_a) == 0 && content(&only_b) == 0 {
         return None;
     }
+    // The same words on both sides, in another place ("every month" moved to the front):
+    // a phrase moved, not replaced.
+    let (mut moved_a, mut moved_b) = (only_a.clone(), only_b.clone());
+    moved_a.sort_unstable();
+    moved_b.sort_unstable();
+    if moved_a == moved_b {
+        return None;
+    }
     let owned = |ws: &[&str]| ws.iter().map(|w| (*w).to_owned()).collect::<Vec<_>>();
     let longer = wa.len().max(wb.len());
     match (only_a.len(), only_b.len()) {
@@ -577,6 +585,21 @@ mod tests {
             "Never use SELECT * in production queries.",
         );
         assert!(found.contains(&Contrast::AddedCondition { marker: "except".into(), in_first: true }), "{found:?}");
+    }
+
+    #[test]
+    fn a_phrase_moved_elsewhere_is_not_words_replaced() {
+        let found = contrast(
+            "Rotate the API keys every month, and revoke the old keys at once.",
+            "Every month rotate the API keys and revoke the old keys at once.",
+        );
+        assert!(!found.iter().any(|c| matches!(c, Contrast::WordsReplaced { .. })), "{found:?}");
+        // A moved phrase beside a replaced word is still a replacement.
+        let found = contrast(
+            "Rotate the API keys every month, and revoke the old keys at once.",
+            "Every month rotate the API keys and revoke the new keys at once.",
+        );
+        assert!(found.iter().any(|c| matches!(c, Contrast::WordsReplaced { .. })), "{found:?}");
     }
 
     #[test]

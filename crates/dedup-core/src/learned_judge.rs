@@ -58,6 +58,9 @@ impl Relation {
 /// embedder's cosine (the one stored vectors give), and the fine-tuned embedder's cosine.
 pub const FEATURES: [&str; 3] = ["duplicate_log_odds", "cosine", "tuned_cosine"];
 
+/// The weights forms a judge's models may have (`weights` in `judge.json`).
+pub const WEIGHTS_FORMS: [&str; 3] = ["fp32", "int8", "int8-dynamic"];
+
 /// What the judge's models say about one pair of texts.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct PairScores {
@@ -101,7 +104,10 @@ pub struct LearnedJudgeSettings {
     /// Most tokens of one text for the fine-tuned embedder (the rest is cut).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub embedder_max_len: Option<usize>,
-    /// `int8` or `fp32`.
+    /// How the models hold and compute their weights, one of [`WEIGHTS_FORMS`]: `fp32`;
+    /// `int8` (int8 weights, f32 maths); `int8-dynamic` (int8 maths, the activations
+    /// quantised with scales computed over each inference, so such a model reads one pair
+    /// or text at a time: see [`LearnedJudgeSettings::reads_one_at_a_time`]).
     pub weights: String,
     /// Most tokens of a pair for the cross-encoder (both texts, truncated longest first).
     pub max_len: usize,
@@ -200,6 +206,9 @@ impl LearnedJudgeSettings {
                 crate::CONTRAST_KINDS.join(", ")
             ));
         }
+        if !WEIGHTS_FORMS.contains(&self.weights.as_str()) {
+            return bad(format!("weights {:?} is not one of {}", self.weights, WEIGHTS_FORMS.join(", ")));
+        }
         if self.max_len < 8 {
             return bad(format!("max_len {} is too short", self.max_len));
         }
@@ -220,6 +229,13 @@ impl LearnedJudgeSettings {
     /// Whether the decision weighs `feature` (one of [`FEATURES`]).
     pub fn uses(&self, feature: &str) -> bool {
         self.decision.features.iter().any(|f| f == feature)
+    }
+
+    /// Whether the models must read one pair (or text) per inference: a dynamic int8
+    /// model scales its activations by what the whole inference holds, so batching would
+    /// make a pair's verdict depend on the pairs judged with it.
+    pub fn reads_one_at_a_time(&self) -> bool {
+        self.weights == "int8-dynamic"
     }
 
     /// Whether the judge runs a cross-encoder (its decision weighs `duplicate_log_odds`).

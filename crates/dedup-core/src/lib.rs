@@ -84,6 +84,7 @@ pub use judged::{
 };
 pub use learned_judge::{
     Decision, FEATURES, LearnedJudgeSettings, PairScorer, PairScores, RELATED_COSINE, RELATIONS, Relation,
+    WEIGHTS_FORMS,
 };
 pub use local_judge::{LocalJudge, LocalJudgeParams, PairJudgement, PairVerdict};
 pub use merge::{Absorbed, MergePlan, MergedGroup, merge_counters};

@@ -180,3 +180,17 @@ fn an_unknown_review_contrast_is_refused() {
     let err = LearnedJudgeSettings::parse(&json).unwrap_err().to_string();
     assert!(err.contains("antonyms") && err.contains("opposite_words"), "{err}");
 }
+
+#[test]
+fn the_weights_form_is_known_and_a_dynamic_model_reads_one_pair_at_a_time() {
+    let base = settings_json(0.9, 0.5);
+    let int8 = LearnedJudgeSettings::parse(&base).unwrap();
+    assert!(!int8.reads_one_at_a_time());
+    let dynamic =
+        LearnedJudgeSettings::parse(&base.replace(r#""weights": "int8""#, r#""weights": "int8-dynamic""#)).unwrap();
+    assert!(dynamic.reads_one_at_a_time());
+    let err = LearnedJudgeSettings::parse(&base.replace(r#""weights": "int8""#, r#""weights": "int4""#))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains(r#"weights "int4""#) && err.contains("int8-dynamic"), "{err}");
+}

@@ -8,8 +8,10 @@
 //!
 //! **Invariants:** the scores of (a, b) and (b, a) are the same (a pair is fed to the
 //! cross-encoder in canonical order, the text that sorts first by Unicode code point first;
-//! a cosine is symmetric); the models hold int8 weights but compute in f32, so a pair's
-//! scores do not depend on the other pairs of its batch (up to f32 rounding); every model
+//! a cosine is symmetric); a pair's scores do not depend on the other pairs judged with it
+//! (models with int8 weights and f32 maths read batches, equal to one pair at a time up
+//! to f32 rounding; a dynamic int8 model, whose activation scales depend on everything
+//! one inference holds, reads one pair or text per inference); every model
 //! file is checked against its pinned sha256 before it is optimised and loaded (a later
 //! process reads the cached optimised graph, whose key changes with the file's size and
 //! modification time, and checks the file's size only).
@@ -33,7 +35,8 @@ pub const PAIR_JUDGE_SETTINGS_FILE: &str = "pair_judge.json";
 const CROSS_ENCODER_GRAPH: Graph = Graph { file: PAIR_JUDGE_MODEL_FILE, cache_prefix: "pair_judge.optimized" };
 /// The fine-tuned embedder's graph and the prefix of its cached optimised form.
 const JUDGE_EMBEDDER_GRAPH: Graph = Graph { file: JUDGE_EMBEDDER_FILE, cache_prefix: "judge_embedder.optimized" };
-/// Pairs per inference call: larger batches pad more and gain little on short memories.
+/// Pairs per inference call of a model that may batch: larger batches pad more and gain
+/// little on short memories.
 const BATCH: usize = 16;
 /// Texts per inference call of the fine-tuned embedder.
 const TEXT_BATCH: usize = 32;
@@ -42,6 +45,8 @@ const TEXT_BATCH: usize = 32;
 struct Runner {
     session: Mutex<GraphSession>,
     tokenizer: Tokenizer,
+    /// At most this many pairs (or texts) per inference.
+    batch: usize,
 }
 
 /// The models of the learned pair judge, loaded once and shared.
@@ -114,16 +119,19 @@ impl PairJudgeModel {
             }
             Ok(Mutex::new(session))
         };
+        let one_at_a_time = settings.reads_one_at_a_time();
         let cross_encoder = if settings.uses_cross_encoder() {
             let tokenizer = judge_tokenizer(dir, settings.max_len)?;
-            Some(Runner { session: open(CROSS_ENCODER_GRAPH, "logits")?, tokenizer })
+            let batch = if one_at_a_time { 1 } else { BATCH };
+            Some(Runner { session: open(CROSS_ENCODER_GRAPH, "logits")?, tokenizer, batch })
         } else {
             None
         };
         let embedder = match settings.embedder_max_len {
             Some(max_len) if settings.uses_embedder() => {
                 let tokenizer = judge_tokenizer(dir, max_len)?;
-                Some(Runner { session: open(JUDGE_EMBEDDER_GRAPH, "embedding")?, tokenizer })
+                let batch = if one_at_a_time { 1 } else { TEXT_BATCH };
+                Some(Runner { session: open(JUDGE_EMBEDDER_GRAPH, "embedding")?, tokenizer, batch })
             }
             _ => None,
         };
@@ -186,13 +194,13 @@ impl PairJudgeModel {
 
 impl Runner {
     /// The cross-encoder's relation logits of each pair, in input order (batched,
-    /// shortest pairs together).
+    /// shortest pairs together, unless the model reads one pair at a time).
     fn logits(&self, pairs: &[(&str, &str)]) -> Result<Vec<[f32; 4]>> {
         let canonical: Vec<(&str, &str)> = pairs.iter().map(|&(a, b)| if a <= b { (a, b) } else { (b, a) }).collect();
         let mut order: Vec<usize> = (0..canonical.len()).collect();
         order.sort_by_key(|&i| canonical[i].0.len() + canonical[i].1.len());
         let mut out = vec![[0.0f32; 4]; canonical.len()];
-        for chunk in order.chunks(BATCH) {
+        for chunk in order.chunks(self.batch) {
             let batch: Vec<EncodeInput<'_>> =
                 chunk.iter().map(|&i| EncodeInput::Dual(canonical[i].0.into(), canonical[i].1.into())).collect();
             let values = self.run(batch, "logits", 4)?;
@@ -209,7 +217,7 @@ impl Runner {
         let mut order: Vec<usize> = (0..texts.len()).collect();
         order.sort_by_key(|&i| texts[i].len());
         let mut out = vec![Vec::new(); texts.len()];
-        for chunk in order.chunks(TEXT_BATCH) {
+        for chunk in order.chunks(self.batch) {
             let batch: Vec<EncodeInput<'_>> = chunk.iter().map(|&i| EncodeInput::Single(texts[i].into())).collect();
             let values = self.run(batch, "embedding", crate::local::LOCAL_DIMS)?;
             for (&i, vector) in chunk.iter().zip(values.chunks_exact(crate::local::LOCAL_DIMS)) {
