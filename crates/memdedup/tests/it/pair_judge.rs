@@ -167,6 +167,33 @@ fn batched_equals_single_and_is_deterministic_and_symmetric() {
     }
 }
 
+#[test]
+fn many_pairs_in_one_call_equal_one_pair_at_a_time() {
+    // Enough pairs that a model reading one pair per inference spreads them over a
+    // session per thread; each must score as it does alone, in input order.
+    let texts = [
+        "Always run the migrations before starting the API server.",
+        "Never run the migrations before starting the API server.",
+        "Run database migrations first, then start the API.",
+        "Keep uploads under 1 MB.",
+        "Keep uploads under 5 MB.",
+        "The user prefers tabs over spaces.",
+    ];
+    let pairs: Vec<(&str, &str)> =
+        texts.iter().enumerate().flat_map(|(i, a)| texts[i + 1..].iter().map(move |b| (*a, *b))).collect();
+    assert!(pairs.len() >= 12);
+    let model = judge();
+    let together = model.scores(&pairs).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(together.len(), pairs.len());
+    for (pair, in_call) in pairs.iter().zip(&together) {
+        let alone = model.scores(&[*pair]).unwrap_or_else(|e| panic!("{e}"))[0];
+        let (many, one) = (in_call.logits.expect("logits"), alone.logits.expect("logits"));
+        for (x, y) in many.iter().zip(&one) {
+            assert!((x - y).abs() <= 1e-5, "{pair:?}: in a call of {} {many:?}, alone {one:?}", pairs.len());
+        }
+    }
+}
+
 /// A model directory whose embedder files link to the installed ones and whose pair judge
 /// files are what `write` makes of the installed ones.
 fn altered_dir(scratch: &Path, write: impl Fn(&Path, &[u8])) -> ModelDir {
