@@ -173,7 +173,14 @@ impl Drop for Server {
 }
 
 fn client() -> reqwest::Client {
-    reqwest::Client::builder().timeout(Duration::from_secs(120)).build().expect("an HTTP client")
+    // The server closes a keep-alive connection that sends no request headers within
+    // `header_timeout_secs` (10 s); a client that reused one just then would fail with a
+    // transport error, so the pool lets idle connections go well before that.
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(120))
+        .pool_idle_timeout(Duration::from_secs(5))
+        .build()
+        .expect("an HTTP client")
 }
 
 /// Sends `request` and returns the status and the JSON body (`Null` when not JSON).

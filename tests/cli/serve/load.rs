@@ -192,7 +192,7 @@ async fn two_servers_on_one_postgres_load_32_clients_no_duplicates() {
                             body,
                         }
                     }
-                    Err(e) => Outcome { status: 0, created: None, id: None, body: format!("transport error: {e}") },
+                    Err(e) => Outcome { status: 0, created: None, id: None, body: format!("transport error: {e:?}") },
                 };
                 outcomes.lock().unwrap()[position] = Some(outcome);
                 done[position].add_permits(1);
