@@ -169,8 +169,9 @@ fn batched_equals_single_and_is_deterministic_and_symmetric() {
 
 #[test]
 fn many_pairs_in_one_call_equal_one_pair_at_a_time() {
-    // Enough pairs that a model reading one pair per inference spreads them over a
-    // session per thread; each must score as it does alone, in input order.
+    // Enough pairs (66) that a model reading one pair per inference spreads them over a
+    // session per thread; each must score as it does alone, in input order, and so must a
+    // small call once those sessions are open.
     let texts = [
         "Always run the migrations before starting the API server.",
         "Never run the migrations before starting the API server.",
@@ -178,13 +179,23 @@ fn many_pairs_in_one_call_equal_one_pair_at_a_time() {
         "Keep uploads under 1 MB.",
         "Keep uploads under 5 MB.",
         "The user prefers tabs over spaces.",
+        "User likes indenting with tabs rather than spaces.",
+        "Rotate API keys every 90 days.",
+        "API keys must be rotated quarterly.",
+        "Lisbon hosts the team offsite in May.",
+        "Madrid hosts the team offsite in May.",
+        "Pin the Docker base image to a digest, not a tag.",
     ];
     let pairs: Vec<(&str, &str)> =
         texts.iter().enumerate().flat_map(|(i, a)| texts[i + 1..].iter().map(move |b| (*a, *b))).collect();
-    assert!(pairs.len() >= 12);
+    assert!(pairs.len() >= 64, "{} pairs", pairs.len());
     let model = judge();
     let together = model.scores(&pairs).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(together.len(), pairs.len());
+    let small = model.scores(&pairs[..3]).unwrap_or_else(|e| panic!("{e}"));
+    for (in_small, in_call) in small.iter().zip(&together) {
+        assert_eq!(in_small.logits, in_call.logits);
+    }
     for (pair, in_call) in pairs.iter().zip(&together) {
         let alone = model.scores(&[*pair]).unwrap_or_else(|e| panic!("{e}"))[0];
         let (many, one) = (in_call.logits.expect("logits"), alone.logits.expect("logits"));
