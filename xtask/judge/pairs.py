@@ -158,6 +158,43 @@ def augment_train(groups, seed=13):
     return out
 
 
+def mine_neighbours(groups, embed, per_text, floor, ceiling=0.75, related_from=0.5):
+    """Extra train-split pairs (never calib or test): each member of a train group with its
+    `per_text` most similar texts (base cosine from `floor` up to `ceiling`) among the other
+    train groups of its domain (kind "neighbour"): related from a cosine of `related_from`,
+    else unique. The hand-written unique pairs join two anchors at random, which a vector
+    search would rarely put before the judge; these are the look-alike memories it does.
+    Every group is a different topic; above the ceiling, two groups' texts can be one
+    claim told shorter ("TF state in S3, locks in DynamoDB."), so such pairs are left out."""
+    out = []
+    by_domain = {}
+    for g in groups:
+        if split_of(g["group"]) == "train":
+            by_domain.setdefault(g["domain"], []).append(g)
+    for domain, gs in sorted(by_domain.items()):
+        texts, owner, member_at = [], [], []
+        for k, g in enumerate(gs):
+            for n, m in enumerate(g["members"] + g["negatives"]):
+                if n < len(g["members"]):
+                    member_at.append(len(texts))
+                texts.append(m["text"])
+                owner.append(k)
+        vecs = embed(texts)
+        for i in member_at:
+            k, g = owner[i], gs[owner[i]]
+            sims = vecs @ vecs[i]
+            taken = 0
+            for j in sorted(range(len(texts)), key=lambda j: -sims[j]):
+                if taken == per_text or sims[j] < floor:
+                    break
+                if owner[j] == k or sims[j] > ceiling:
+                    continue
+                relation = "related" if sims[j] >= related_from else "unique"
+                out.append(pair(texts[i], texts[j], relation, "neighbour", g["group"], domain, "train"))
+                taken += 1
+    return out
+
+
 NLI_RELATIONS = {"contradiction": "contradiction", "neutral": "related"}
 
 

@@ -1,6 +1,9 @@
 """The second, independent labelling pass over a sample of the judge's pairs.
 
   python3 review.py sample DATA_DIR N OUT_BLIND OUT_KEY   # pairs to label, without labels
+  python review.py neighbours DATA_DIR BASE N OUT_BLIND OUT_KEY
+                               # the same for mined neighbour pairs (train.py --neighbours;
+                               # needs the train-judge virtualenv and the base checkpoint)
   python3 review.py compare OUT_KEY LABELS                # agreement with the first pass
   python3 review.py agreement SECOND_PASS                 # the same, from the merged file
 
@@ -31,6 +34,23 @@ def sample(data_dir, n, blind_path, key_path, seed=29):
         pool = by_relation.get(relation, [])
         chosen += rng.sample(pool, min(len(pool), round(n * share)))
     rng.shuffle(chosen)
+    write_sample(chosen, rng, blind_path, key_path)
+
+
+def sample_neighbours(data_dir, base, n, blind_path, key_path, seed=31):
+    """N of the pairs `train.py --neighbours 1` mines, to check that two groups' look-alike
+    texts are indeed not duplicates."""
+    import torch
+    import train
+    torch.set_num_threads(1)
+    embedder = train.Embedder(base)
+    mined = pairdata.mine_neighbours(pairdata.load_groups(data_dir), embedder.embed, 1, 0.30)
+    rng = random.Random(seed)
+    chosen = rng.sample(mined, min(n, len(mined)))
+    write_sample(chosen, rng, blind_path, key_path)
+
+
+def write_sample(chosen, rng, blind_path, key_path):
     with open(blind_path, "w", encoding="utf-8") as blind, open(key_path, "w", encoding="utf-8") as key:
         for i, p in enumerate(chosen, 1):
             a, b = (p["a"], p["b"]) if rng.random() < 0.5 else (p["b"], p["a"])
@@ -85,6 +105,8 @@ def report(key, second):
 if __name__ == "__main__":
     if sys.argv[1] == "sample":
         sample(sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5])
+    elif sys.argv[1] == "neighbours":
+        sample_neighbours(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5], sys.argv[6])
     elif sys.argv[1] == "compare":
         compare(sys.argv[2], sys.argv[3])
     elif sys.argv[1] == "agreement":

@@ -43,21 +43,35 @@ def log(msg):
 class PairModel(nn.Module):
     """BERT over "[CLS] a [SEP] b [SEP]", mean pooling, a linear layer to the relations."""
 
-    def __init__(self, base_dir, layers=0):
+    def __init__(self, base_dir, layers=0, head="mean"):
         super().__init__()
         self.encoder = AutoModel.from_pretrained(base_dir)
+        self.head_kind = head
         if layers:
             # Only the first `layers` transformer layers (cheaper to train and to run).
             self.encoder.encoder.layer = nn.ModuleList(self.encoder.encoder.layer[:layers])
             self.encoder.config.num_hidden_layers = layers
         self.dropout = nn.Dropout(0.1)
-        self.head = nn.Linear(self.encoder.config.hidden_size, len(RELATIONS))
+        size = self.encoder.config.hidden_size
+        # "segments": besides the mean over the whole pair, each text's own mean (u, v) and
+        # how they compare (|u - v|, u * v, their cosine). The checkpoint was trained so that
+        # such means of two paraphrases lie close, so the head starts from the similarity the
+        # embedder knows and the encoder learns what it misses.
+        inputs = size if head == "mean" else 3 * size + 1
+        self.head = nn.Linear(inputs, len(RELATIONS))
 
     def forward(self, input_ids, attention_mask, token_type_ids):
         hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask,
                               token_type_ids=token_type_ids).last_hidden_state
         mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
         pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+        if self.head_kind == "segments":
+            second = token_type_ids.unsqueeze(-1).to(hidden.dtype) * mask
+            first = mask - second
+            u = (hidden * first).sum(1) / first.sum(1).clamp(min=1.0)
+            v = (hidden * second).sum(1) / second.sum(1).clamp(min=1.0)
+            cos = nn.functional.cosine_similarity(u, v, dim=-1, eps=1e-6).unsqueeze(-1)
+            pooled = torch.cat([pooled, (u - v).abs(), u * v, cos], dim=-1)
         return self.head(self.dropout(pooled))
 
 
@@ -87,7 +101,7 @@ def batches_by_length(items, tok_len, batch_size, rng):
 def train_cross_encoder(args, train_pairs, tok):
     rng = random.Random(args.seed)
     torch.manual_seed(args.seed)
-    model = PairModel(args.base, args.layers)
+    model = PairModel(args.base, args.layers, args.head)
     # The word embeddings stay as the checkpoint has them: what the model knows of words it
     # never sees here is kept, and the optimiser has 12M fewer parameters to move.
     model.encoder.embeddings.word_embeddings.weight.requires_grad_(False)
@@ -498,6 +512,12 @@ def main():
     ap.add_argument("--epochs", type=float, default=1, help="passes over the train split (a fraction stops part way)")
     ap.add_argument("--layers", type=int, default=0,
                     help="keep only the first N transformer layers of the checkpoint (0: all; tried, not shipped)")
+    ap.add_argument("--head", choices=("mean", "segments"), default="mean",
+                    help="what the relation layer reads: the mean over the pair's tokens, or also each "
+                         "text's own mean and how the two compare")
+    ap.add_argument("--neighbours", type=int, default=0,
+                    help="per train-split member, this many nearest texts of other groups of its domain "
+                         "(base cosine within [floor, 0.85]) as unique pairs (pairs.mine_neighbours)")
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--lr", type=float, default=8e-5)
     ap.add_argument("--max-len", type=int, default=96)
@@ -524,6 +544,12 @@ def main():
     if args.augment:
         # Surface variants (train split only): duplicates whose words overlap a lot.
         split["train"] += pairdata.augment_train(groups, seed=args.seed)
+    if args.neighbours:
+        # Mined from the train split only, with the base embedder: what a vector search
+        # would put before the judge from another memory of the same kind.
+        miner = Embedder(args.base)
+        split["train"] += pairdata.mine_neighbours(groups, miner.embed, args.neighbours, args.candidate_floor)
+        del miner
     log(f"{len(groups)} groups, pairs: " + ", ".join(f"{s} {len(v)}" for s, v in split.items()))
     if args.smoke:
         split["train"], split["calib"], split["test"] = split["train"][:256], split["calib"][:300], split["test"][:200]
@@ -542,7 +568,8 @@ def main():
         shutil.copyfile(os.path.join(args.model, prior["model_file"]), final)
         chosen, args.max_len = prior["weights"], prior["max_len"]
         record = {k: prior_metrics[k] for k in ("train_pairs", "train_steps", "train_minutes", "export")}
-        record.update({k: prior_metrics[k] for k in ("train_layers", "train_epochs") if k in prior_metrics})
+        record.update({k: prior_metrics[k] for k in ("train_layers", "train_epochs", "train_head", "train_neighbours")
+                       if k in prior_metrics})
         log(f"calibrating the trained model in {args.model} (sha256 {sha256(final)})")
     else:
         t0 = time.time()
@@ -551,7 +578,7 @@ def main():
         log(f"trained {steps} steps in {train_minutes:.1f} min")
         chosen, check = export_model(args, model, tok, test_ab, test_y, final)
         record = {"train_pairs": len(split["train"]), "train_steps": steps, "train_layers": args.layers or None,
-                  "train_epochs": args.epochs,
+                  "train_epochs": args.epochs, "train_head": args.head, "train_neighbours": args.neighbours,
                   "train_minutes": round(train_minutes, 1), "export": check}
 
     # Everything below scores with the exported file that ships, as memdedup will.

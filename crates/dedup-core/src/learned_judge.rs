@@ -368,6 +368,9 @@ pub trait PairScorer: Send + Sync + std::fmt::Debug {
     /// The scores of each pair, in input order, with every feature the settings use; the
     /// error says why a model could not run.
     fn scores(&self, pairs: &[(&str, &str)]) -> std::result::Result<Vec<PairScores>, String>;
+    /// Gets ready for calls of many pairs (a long-lived process calls it once, off the
+    /// request path); the default does nothing.
+    fn prepare_for_many(&self) {}
 }
 
 /// log P(duplicate) - log P(not duplicate) from the four relation logits.

@@ -7,7 +7,8 @@
 //! cosine instead and says so.
 
 use std::fmt;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::thread::JoinHandle;
 
 use dedup_core::PairScorer;
 
@@ -30,6 +31,8 @@ struct State {
     floor: Option<f32>,
     loader: Option<Box<ScorerLoader>>,
     loaded: OnceLock<Result<Arc<dyn PairScorer>, String>>,
+    /// The thread [`LearnedPairJudge::load_in_background`] started, until it is waited for.
+    loading: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl Default for LearnedPairJudge {
@@ -45,14 +48,19 @@ impl LearnedPairJudge {
         let floor = Some(scorer.settings().candidate_floor);
         let loaded = OnceLock::new();
         let _ = loaded.set(Ok(scorer));
-        LearnedPairJudge { state: Arc::new(State { floor, loader: None, loaded }) }
+        LearnedPairJudge { state: Arc::new(State { floor, loader: None, loaded, loading: Mutex::default() }) }
     }
 
     /// A judge that judges neighbours from cosine `floor` (the model's candidate floor)
     /// and loads its model with `loader` on first use.
     pub fn with_loader(floor: f32, loader: Box<ScorerLoader>) -> LearnedPairJudge {
         LearnedPairJudge {
-            state: Arc::new(State { floor: Some(floor), loader: Some(loader), loaded: OnceLock::new() }),
+            state: Arc::new(State {
+                floor: Some(floor),
+                loader: Some(loader),
+                loaded: OnceLock::new(),
+                loading: Mutex::default(),
+            }),
         }
     }
 
@@ -60,7 +68,7 @@ impl LearnedPairJudge {
     pub fn unavailable(reason: String) -> LearnedPairJudge {
         let loaded = OnceLock::new();
         let _ = loaded.set(Err(reason));
-        LearnedPairJudge { state: Arc::new(State { floor: None, loader: None, loaded }) }
+        LearnedPairJudge { state: Arc::new(State { floor: None, loader: None, loaded, loading: Mutex::default() }) }
     }
 
     /// The cosine from which a neighbour is judged; `None` when there is no model (the
@@ -72,7 +80,46 @@ impl LearnedPairJudge {
         }
     }
 
-    /// The model, loading it now if this is the first use; the error says why there is
+    /// Starts loading the model on a background thread, unless it is loaded (or failed)
+    /// already: the first check that needs it then waits only for what is left of the
+    /// load, which overlaps the embedder and the store. With `for_many` (a long-lived
+    /// process), the scorer also gets ready for calls of many pairs
+    /// ([`PairScorer::prepare_for_many`]). A load that fails is remembered as a lazy one
+    /// would be: checks decide by cosine and say why.
+    ///
+    /// Call [`LearnedPairJudge::wait_for_load`] before the process exits: a model
+    /// runtime still loading while the process tears down is not safe.
+    pub fn load_in_background(&self, for_many: bool) {
+        let mut loading = self.state.loading.lock().unwrap_or_else(PoisonError::into_inner);
+        if self.state.loader.is_none() || self.state.loaded.get().is_some() || loading.is_some() {
+            return;
+        }
+        let judge = self.clone();
+        let spawned = std::thread::Builder::new().name("pair-judge-load".to_owned()).spawn(move || {
+            if let Ok(scorer) = judge.scorer()
+                && for_many
+            {
+                scorer.prepare_for_many();
+            }
+        });
+        match spawned {
+            Ok(handle) => *loading = Some(handle),
+            Err(error) => tracing::debug!(%error, "no thread to load the pair judge in; it loads on first use"),
+        }
+    }
+
+    /// Waits for the load [`LearnedPairJudge::load_in_background`] started, if any.
+    pub fn wait_for_load(&self) {
+        let handle = self.state.loading.lock().unwrap_or_else(PoisonError::into_inner).take();
+        if let Some(handle) = handle
+            && handle.join().is_err()
+        {
+            tracing::warn!("the thread loading the pair judge panicked");
+        }
+    }
+
+    /// The model, loading it now if this is the first use (or waiting for the load
+    /// [`LearnedPairJudge::load_in_background`] started); the error says why there is
     /// none.
     pub fn scorer(&self) -> Result<&Arc<dyn PairScorer>, &str> {
         let loaded = self.state.loaded.get_or_init(|| match &self.state.loader {

@@ -78,8 +78,11 @@ impl<'a> Checker<'a> {
     }
 
     /// Closes the local store.
-    pub(crate) async fn close(self) {
-        if let Some(local) = self.local {
+    pub(crate) async fn close(mut self) {
+        if let Some(local) = self.local.take() {
+            if let Some(judge) = local.config().pair_judge.learned() {
+                judge.wait_for_load();
+            }
             local.store().close().await;
         }
     }
@@ -104,9 +107,25 @@ impl<'a> Checker<'a> {
 
     async fn local(&mut self) -> Result<&DeduplicationService> {
         if self.local.is_none() {
-            self.local = Some(open_service_with(self.global, self.judge, &self.config, true).await?);
+            let service = open_service_with(self.global, self.judge, &self.config, true).await?;
+            // The pair model loads while the embedder loads and embeds the text: a check
+            // that reaches a neighbour finds it ready sooner.
+            if let Some(judge) = service.config().pair_judge.learned() {
+                judge.load_in_background(false);
+            }
+            self.local = Some(service);
         }
         self.local.as_ref().ok_or_else(|| anyhow!("the local checker chain did not open"))
+    }
+}
+
+impl Drop for Checker<'_> {
+    /// Waits for a pair model still loading (a check that needed no judge): the process
+    /// must not exit under it.
+    fn drop(&mut self) {
+        if let Some(judge) = self.local.as_ref().and_then(|local| local.config().pair_judge.learned()) {
+            judge.wait_for_load();
+        }
     }
 }
 

@@ -59,7 +59,7 @@ pub(crate) async fn open_service_with(
     dedup.apply_judge(judge.judge.as_deref(), "--judge", judge.judge_params.as_deref(), "--judge-params")?;
     let store = open_store(global, config).await?;
     let model_dir = model_dir(global, config)?;
-    memdedup::attach_learned_judge(&mut dedup, model_dir.as_deref());
+    memdedup::attach_learned_judge(&mut dedup, model_dir.as_deref(), short_lived);
     let embedder = local_embedder(config, model_dir.as_deref(), short_lived)?;
     let service = match embedder {
         Ok(embedder) => DeduplicationService::new(store, embedder, dedup),

@@ -36,7 +36,13 @@ pub(crate) async fn run(global: &GlobalArgs, args: &ServeArgs) -> Result<()> {
     // `[dedup] judge` (and MEMDEDUP_DEDUP_JUDGE) decide which similar nodes are duplicates.
     let model_dir = crate::open::model_dir(global, &config)?;
     let mut dedup = config.dedup_config().map_err(|e| UsageError(e.to_string()))?;
-    memdedup::attach_learned_judge(&mut dedup, model_dir.as_deref());
+    memdedup::attach_learned_judge(&mut dedup, model_dir.as_deref(), false);
+    // The pair model loads now, with the sessions many pairs are spread over (from then on
+    // a check's pairs are too), off the request path.
+    let learned = dedup.pair_judge.learned().cloned();
+    if let Some(judge) = &learned {
+        judge.load_in_background(true);
+    }
     // The node gate keeps seed 001's cosine semantics unless `[dedup] judge` (or
     // MEMDEDUP_DEDUP_JUDGE) chooses a judge.
     let pair_judge =
@@ -101,7 +107,11 @@ pub(crate) async fn run(global: &GlobalArgs, args: &ServeArgs) -> Result<()> {
         dedup_server::shutdown_signal().await;
         sessions.cancel();
     };
-    dedup_server::serve_app(listener, app, state, shutdown).await?;
+    let served = dedup_server::serve_app(listener, app, state, shutdown).await;
+    if let Some(judge) = &learned {
+        judge.wait_for_load();
+    }
+    served?;
     eprintln!("memdedup: stopped");
     Ok(())
 }

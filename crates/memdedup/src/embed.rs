@@ -71,10 +71,15 @@ pub fn pair_judge(model_dir: Option<&std::path::Path>) -> Result<Arc<crate::Pair
 
 /// The learned pair judge of the located model directory, for the checker chain: its
 /// settings are read now (a small file), the model is checked and loaded on the first pair
-/// it judges. When the judge is not installed the result says why, and checks decide by
-/// cosine and say so.
+/// it judges (or by [`dedup_precompact::LearnedPairJudge::load_in_background`]). When the
+/// judge is not installed the result says why, and checks decide by cosine and say so.
+/// `short_lived`: for a process that checks a few texts and exits
+/// ([`crate::PairJudgeModel::load_for_few`]).
 #[cfg(feature = "local")]
-pub fn learned_pair_judge(model_dir: Option<&std::path::Path>) -> dedup_precompact::LearnedPairJudge {
+pub fn learned_pair_judge(
+    model_dir: Option<&std::path::Path>,
+    short_lived: bool,
+) -> dedup_precompact::LearnedPairJudge {
     use dedup_precompact::LearnedPairJudge;
     let dir = match ModelDir::locate(model_dir) {
         Ok(dir) => dir,
@@ -88,9 +93,12 @@ pub fn learned_pair_judge(model_dir: Option<&std::path::Path>) -> dedup_precompa
     LearnedPairJudge::with_loader(
         settings.candidate_floor,
         Box::new(move || {
-            crate::PairJudgeModel::load(&dir, threads)
-                .map(|model| Arc::new(model) as Arc<dyn dedup_core::PairScorer>)
-                .map_err(|e| e.to_string())
+            let loaded = if short_lived {
+                crate::PairJudgeModel::load_for_few(&dir, threads)
+            } else {
+                crate::PairJudgeModel::load(&dir, threads)
+            };
+            loaded.map(|model| Arc::new(model) as Arc<dyn dedup_core::PairScorer>).map_err(|e| e.to_string())
         }),
     )
 }
@@ -99,9 +107,13 @@ pub fn learned_pair_judge(model_dir: Option<&std::path::Path>) -> dedup_precompa
 /// [`learned_pair_judge`]) to `config` when it is the configured judge; other judges are
 /// left as they are.
 #[cfg(feature = "local")]
-pub fn attach_learned_judge(config: &mut crate::DeduplicationConfig, model_dir: Option<&std::path::Path>) {
+pub fn attach_learned_judge(
+    config: &mut crate::DeduplicationConfig,
+    model_dir: Option<&std::path::Path>,
+    short_lived: bool,
+) {
     if config.pair_judge.learned().is_some() {
-        config.pair_judge = crate::PairJudgeChoice::Learned(learned_pair_judge(model_dir));
+        config.pair_judge = crate::PairJudgeChoice::Learned(learned_pair_judge(model_dir, short_lived));
     }
 }
 

@@ -121,6 +121,7 @@ fn names_parse_and_params_files_fail_clearly() {
 struct FakeScorer {
     settings: dedup_core::LearnedJudgeSettings,
     calls: std::sync::atomic::AtomicUsize,
+    prepared: std::sync::atomic::AtomicBool,
 }
 
 impl FakeScorer {
@@ -136,6 +137,7 @@ impl FakeScorer {
         FakeScorer {
             settings: dedup_core::LearnedJudgeSettings::parse(&json).unwrap(),
             calls: std::sync::atomic::AtomicUsize::new(0),
+            prepared: std::sync::atomic::AtomicBool::new(false),
         }
     }
 }
@@ -143,6 +145,10 @@ impl FakeScorer {
 impl dedup_core::PairScorer for FakeScorer {
     fn settings(&self) -> &dedup_core::LearnedJudgeSettings {
         &self.settings
+    }
+
+    fn prepare_for_many(&self) {
+        self.prepared.store(true, std::sync::atomic::Ordering::SeqCst);
     }
 
     fn scores(&self, pairs: &[(&str, &str)]) -> std::result::Result<Vec<dedup_core::PairScores>, String> {
@@ -260,6 +266,43 @@ fn learned_judge_loads_its_model_once_on_first_use() {
     let judgement = failing.judge_pair("new", "dup text", 0.95, 0.9);
     assert!(judgement.reasons[0].contains("pair_judge.onnx is missing"), "{:?}", judgement.reasons);
     assert_eq!(failing.floor(0.9), 0.9, "after a failed load: the cosine threshold");
+}
+
+#[test]
+fn learned_judge_loaded_in_the_background_is_loaded_once_and_waited_for() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let loads = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let scorer = Arc::new(FakeScorer::new());
+    let (counter, model) = (loads.clone(), scorer.clone());
+    let judge = LearnedPairJudge::with_loader(
+        0.3,
+        Box::new(move || {
+            // A slow load: the pair below is judged while it runs and waits for it.
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            counter.fetch_add(1, SeqCst);
+            Ok(model.clone() as Arc<dyn dedup_core::PairScorer>)
+        }),
+    );
+    judge.load_in_background(true);
+    judge.load_in_background(true);
+    let choice = PairJudgeChoice::Learned(judge.clone());
+    assert!(choice.judge_pair("new", "dup text", 0.8, 0.9).is_duplicate());
+    judge.wait_for_load();
+    assert_eq!(loads.load(SeqCst), 1, "one load, shared by the background thread and the check");
+    assert!(scorer.prepared.load(SeqCst), "a long-lived load gets ready for many pairs");
+    judge.load_in_background(false);
+    judge.wait_for_load();
+    assert_eq!(loads.load(SeqCst), 1, "a loaded judge is not loaded again");
+
+    let (choice, loads) = counting_judge();
+    let judge = choice.learned().expect("a learned judge").clone();
+    judge.load_in_background(false);
+    judge.wait_for_load();
+    assert_eq!(loads.load(SeqCst), 1, "loaded before any pair is judged");
+    let failing = LearnedPairJudge::with_loader(0.3, Box::new(|| Err("pair_judge.onnx is missing".into())));
+    failing.load_in_background(false);
+    failing.wait_for_load();
+    assert_eq!(failing.floor(), None, "a failed background load is remembered: checks decide by cosine");
 }
 
 #[test]
