@@ -87,12 +87,14 @@ impl LearnedPairJudge {
     /// ([`PairScorer::prepare_for_many`]). A load that fails is remembered as a lazy one
     /// would be: checks decide by cosine and say why.
     ///
-    /// Call [`LearnedPairJudge::wait_for_load`] before the process exits: a model
-    /// runtime still loading while the process tears down is not safe.
-    pub fn load_in_background(&self, for_many: bool) {
+    /// Keep the returned guard until the process may exit: dropping it waits for the
+    /// thread ([`LearnedPairJudge::wait_for_load`]), since a model runtime still loading
+    /// while the process tears down is not safe.
+    pub fn load_in_background(&self, for_many: bool) -> LoadGuard {
+        let guard = LoadGuard(Some(self.clone()));
         let mut loading = self.state.loading.lock().unwrap_or_else(PoisonError::into_inner);
         if self.state.loader.is_none() || self.state.loaded.get().is_some() || loading.is_some() {
-            return;
+            return guard;
         }
         let judge = self.clone();
         let spawned = std::thread::Builder::new().name("pair-judge-load".to_owned()).spawn(move || {
@@ -106,6 +108,7 @@ impl LearnedPairJudge {
             Ok(handle) => *loading = Some(handle),
             Err(error) => tracing::debug!(%error, "no thread to load the pair judge in; it loads on first use"),
         }
+        guard
     }
 
     /// Waits for the load [`LearnedPairJudge::load_in_background`] started, if any.
@@ -127,6 +130,25 @@ impl LearnedPairJudge {
             None => Err("no model is attached to the learned judge".to_owned()),
         });
         loaded.as_ref().map_err(String::as_str)
+    }
+}
+
+/// Waits, when dropped, for the model [`LearnedPairJudge::load_in_background`] may still
+/// be loading.
+#[must_use = "dropping the guard waits for the load: keep it until the process may exit"]
+pub struct LoadGuard(Option<LearnedPairJudge>);
+
+impl Drop for LoadGuard {
+    fn drop(&mut self) {
+        if let Some(judge) = self.0.take() {
+            judge.wait_for_load();
+        }
+    }
+}
+
+impl fmt::Debug for LoadGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("LoadGuard")
     }
 }
 

@@ -20,6 +20,9 @@ pub(crate) struct Checker<'a> {
     config: ConfigFile,
     server: Option<ServerClient>,
     local: Option<DeduplicationService>,
+    /// Waits, when the checker is dropped, for a pair model still loading (a check that
+    /// needed no judge): the process must not exit under it.
+    loading: Option<memdedup::LoadGuard>,
 }
 
 impl<'a> Checker<'a> {
@@ -37,7 +40,7 @@ impl<'a> Checker<'a> {
             },
             None => None,
         };
-        let mut checker = Checker { global, judge, config, server, local: None };
+        let mut checker = Checker { global, judge, config, server, local: None, loading: None };
         if checker.server.is_none() {
             checker.local().await?;
         }
@@ -79,10 +82,8 @@ impl<'a> Checker<'a> {
 
     /// Closes the local store.
     pub(crate) async fn close(mut self) {
+        self.loading = None;
         if let Some(local) = self.local.take() {
-            if let Some(judge) = local.config().pair_judge.learned() {
-                judge.wait_for_load();
-            }
             local.store().close().await;
         }
     }
@@ -110,22 +111,10 @@ impl<'a> Checker<'a> {
             let service = open_service_with(self.global, self.judge, &self.config, true).await?;
             // The pair model loads while the embedder loads and embeds the text: a check
             // that reaches a neighbour finds it ready sooner.
-            if let Some(judge) = service.config().pair_judge.learned() {
-                judge.load_in_background(false);
-            }
+            self.loading = service.config().pair_judge.learned().map(|judge| judge.load_in_background(false));
             self.local = Some(service);
         }
         self.local.as_ref().ok_or_else(|| anyhow!("the local checker chain did not open"))
-    }
-}
-
-impl Drop for Checker<'_> {
-    /// Waits for a pair model still loading (a check that needed no judge): the process
-    /// must not exit under it.
-    fn drop(&mut self) {
-        if let Some(judge) = self.local.as_ref().and_then(|local| local.config().pair_judge.learned()) {
-            judge.wait_for_load();
-        }
     }
 }
 

@@ -15,10 +15,8 @@ pub(crate) async fn run(global: &GlobalArgs) -> Result<()> {
     let config = crate::open::server_config_file(global)?;
     let service = open_long_lived_service(global, &PairJudgeArgs::default()).await?;
     // The pair model loads now, off the first tool call's path.
-    let learned = service.config().pair_judge.learned().cloned();
-    if let Some(judge) = &learned {
-        judge.load_in_background(true);
-    }
+    // The guard waits for that load on every way out, an error too.
+    let _loading = service.config().pair_judge.learned().map(|judge| judge.load_in_background(true));
     let context = Arc::new(context(global, &config, Arc::new(service))?);
     tracing::info!(
         backend = context.service().store().backend(),
@@ -26,9 +24,6 @@ pub(crate) async fn run(global: &GlobalArgs) -> Result<()> {
         "MCP server on stdio"
     );
     let served = dedup_mcp::serve_stdio(context.clone()).await.context("the MCP server on stdio stopped");
-    if let Some(judge) = &learned {
-        judge.wait_for_load();
-    }
     context.service().store().close().await;
     served
 }

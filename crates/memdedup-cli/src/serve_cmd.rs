@@ -39,10 +39,8 @@ pub(crate) async fn run(global: &GlobalArgs, args: &ServeArgs) -> Result<()> {
     memdedup::attach_learned_judge(&mut dedup, model_dir.as_deref(), false);
     // The pair model loads now, with the sessions many pairs are spread over (from then on
     // a check's pairs are too), off the request path.
-    let learned = dedup.pair_judge.learned().cloned();
-    if let Some(judge) = &learned {
-        judge.load_in_background(true);
-    }
+    // The guard waits for that load on every way out, an error too.
+    let _loading = dedup.pair_judge.learned().map(|judge| judge.load_in_background(true));
     // The node gate keeps seed 001's cosine semantics unless `[dedup] judge` (or
     // MEMDEDUP_DEDUP_JUDGE) chooses a judge.
     let pair_judge =
@@ -107,11 +105,7 @@ pub(crate) async fn run(global: &GlobalArgs, args: &ServeArgs) -> Result<()> {
         dedup_server::shutdown_signal().await;
         sessions.cancel();
     };
-    let served = dedup_server::serve_app(listener, app, state, shutdown).await;
-    if let Some(judge) = &learned {
-        judge.wait_for_load();
-    }
-    served?;
+    dedup_server::serve_app(listener, app, state, shutdown).await?;
     eprintln!("memdedup: stopped");
     Ok(())
 }

@@ -64,7 +64,7 @@ pub use dedup_precompact::RedisRecentCaptures;
 pub use dedup_precompact::{
     AddOutcome, CheckFailure, CheckType, DeduplicationConfig, DeduplicationService, DuplicateCheckResult,
     DuplicateReason, EditDuplicate, EditOutcome, EditStatus, HistoryEvent, JUDGE_CANDIDATES, JudgeCandidate,
-    LEARNED_CANDIDATES, LearnedPairJudge, MemoryHistory, PAIR_JUDGE_ENV_VAR, PAIR_JUDGE_NAMES, PairDecision,
+    LEARNED_CANDIDATES, LearnedPairJudge, LoadGuard, MemoryHistory, PAIR_JUDGE_ENV_VAR, PAIR_JUDGE_NAMES, PairDecision,
     PairJudgeChoice, RecentCaptureCache, RecentCaptures, ScorerLoader,
 };
 

@@ -269,7 +269,7 @@ fn learned_judge_loads_its_model_once_on_first_use() {
 }
 
 #[test]
-fn learned_judge_loaded_in_the_background_is_loaded_once_and_waited_for() {
+fn learned_judge_loaded_in_the_background_is_loaded_once_and_its_guard_waits() {
     use std::sync::atomic::Ordering::SeqCst;
     let loads = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let scorer = Arc::new(FakeScorer::new());
@@ -283,25 +283,22 @@ fn learned_judge_loaded_in_the_background_is_loaded_once_and_waited_for() {
             Ok(model.clone() as Arc<dyn dedup_core::PairScorer>)
         }),
     );
-    judge.load_in_background(true);
-    judge.load_in_background(true);
+    let first = judge.load_in_background(true);
+    let second = judge.load_in_background(true);
     let choice = PairJudgeChoice::Learned(judge.clone());
     assert!(choice.judge_pair("new", "dup text", 0.8, 0.9).is_duplicate());
-    judge.wait_for_load();
+    drop((first, second));
     assert_eq!(loads.load(SeqCst), 1, "one load, shared by the background thread and the check");
     assert!(scorer.prepared.load(SeqCst), "a long-lived load gets ready for many pairs");
-    judge.load_in_background(false);
-    judge.wait_for_load();
+    drop(judge.load_in_background(false));
     assert_eq!(loads.load(SeqCst), 1, "a loaded judge is not loaded again");
 
     let (choice, loads) = counting_judge();
     let judge = choice.learned().expect("a learned judge").clone();
-    judge.load_in_background(false);
-    judge.wait_for_load();
+    drop(judge.load_in_background(false));
     assert_eq!(loads.load(SeqCst), 1, "loaded before any pair is judged");
     let failing = LearnedPairJudge::with_loader(0.3, Box::new(|| Err("pair_judge.onnx is missing".into())));
-    failing.load_in_background(false);
-    failing.wait_for_load();
+    drop(failing.load_in_background(false));
     assert_eq!(failing.floor(), None, "a failed background load is remembered: checks decide by cosine");
 }
 
