@@ -88,10 +88,10 @@ impl LearnedPairJudge {
     /// would be: checks decide by cosine and say why.
     ///
     /// Keep the returned guard until the process may exit: dropping it waits for the
-    /// thread ([`LearnedPairJudge::wait_for_load`]), since a model runtime still loading
-    /// while the process tears down is not safe.
+    /// thread, since a model runtime still loading while the process tears down is not
+    /// safe.
     pub fn load_in_background(&self, for_many: bool) -> LoadGuard {
-        let guard = LoadGuard(Some(self.clone()));
+        let guard = LoadGuard(self.clone());
         let mut loading = self.state.loading.lock().unwrap_or_else(PoisonError::into_inner);
         if self.state.loader.is_none() || self.state.loaded.get().is_some() || loading.is_some() {
             return guard;
@@ -112,7 +112,7 @@ impl LearnedPairJudge {
     }
 
     /// Waits for the load [`LearnedPairJudge::load_in_background`] started, if any.
-    pub fn wait_for_load(&self) {
+    fn wait_for_load(&self) {
         let handle = self.state.loading.lock().unwrap_or_else(PoisonError::into_inner).take();
         if let Some(handle) = handle
             && handle.join().is_err()
@@ -136,13 +136,11 @@ impl LearnedPairJudge {
 /// Waits, when dropped, for the model [`LearnedPairJudge::load_in_background`] may still
 /// be loading.
 #[must_use = "dropping the guard waits for the load: keep it until the process may exit"]
-pub struct LoadGuard(Option<LearnedPairJudge>);
+pub struct LoadGuard(LearnedPairJudge);
 
 impl Drop for LoadGuard {
     fn drop(&mut self) {
-        if let Some(judge) = self.0.take() {
-            judge.wait_for_load();
-        }
+        self.0.wait_for_load();
     }
 }
 
