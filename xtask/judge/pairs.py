@@ -33,9 +33,14 @@ def split_of(group_id):
     return "train"
 
 
-def load_groups(data_dir):
+def load_groups(data_dir, restated=False):
+    """The groups of `raw/*.jsonl`, and with `restated` those of `restated/*.jsonl` too (the
+    second batch, DATA.md), read in the order of their file names."""
     groups = []
-    for path in sorted(glob.glob(os.path.join(data_dir, "raw", "*.jsonl"))):
+    paths = glob.glob(os.path.join(data_dir, "raw", "*.jsonl"))
+    if restated:
+        paths += glob.glob(os.path.join(data_dir, "restated", "*.jsonl"))
+    for path in sorted(paths, key=os.path.basename):
         with open(path, encoding="utf-8") as f:
             for n, line in enumerate(f, 1):
                 if line.strip():
@@ -71,6 +76,29 @@ def build_pairs(groups, seed=13):
         others = [o for o in by_domain_split[(domain, split)] if o["group"] != gid]
         for other in rng.sample(others, min(2, len(others))):
             out.append(pair(members[0], other["members"][0]["text"], "unique", "unrelated", gid, domain, split))
+    return out
+
+
+RESTATED_KINDS = {"periphrasis", "number_form"}
+
+
+def every_member_negatives(groups, pairs):
+    """More train pairs for the groups whose members restate the anchor by description or
+    another number form: each negative with every member it is not yet paired with. Such a
+    group's negatives are written in the same styles, and paired with two members only they
+    are outnumbered by its duplicate pairs, so the model learns that another wording may
+    hide another number or thing less than that it may hide the same one."""
+    have = {(p["a"], p["b"]) for p in pairs}
+    out = []
+    for g in groups:
+        split, gid, domain = split_of(g["group"]), g["group"], g["domain"]
+        if split != "train" or not any(m["kind"] in RESTATED_KINDS for m in g["members"]):
+            continue
+        for neg in g["negatives"]:
+            relation = "contradiction" if neg["kind"] in CONTRADICTION_KINDS else "related"
+            for m in g["members"]:
+                if (m["text"], neg["text"]) not in have:
+                    out.append(pair(m["text"], neg["text"], relation, neg["kind"], gid, domain, split))
     return out
 
 
@@ -235,7 +263,7 @@ def counts(pairs):
 
 
 if __name__ == "__main__":
-    groups = load_groups(sys.argv[1] if len(sys.argv) > 1 else "data/judge")
+    groups = load_groups(sys.argv[1] if len(sys.argv) > 1 else "data/judge", restated="--restated" in sys.argv)
     pairs = build_pairs(groups)
     print(f"{len(groups)} groups, {len(pairs)} pairs")
     public = load_public_train(sys.argv[1] if len(sys.argv) > 1 else "data/judge")

@@ -506,6 +506,11 @@ def main():
                     help="add surface-variant pairs to the train split (pairs.augment_train; tried, not shipped)")
     ap.add_argument("--public-train", action="store_true",
                     help="also train on the public sets of DATA/public/ (pairs.load_public_train; tried, not shipped)")
+    ap.add_argument("--restated", action="store_true",
+                    help="also read DATA/restated/*.jsonl, the second batch of groups (DATA.md; tried, not shipped)")
+    ap.add_argument("--restated-negatives", action="store_true",
+                    help="pair each negative of a group with restated members with every member, train split "
+                         "only (pairs.every_member_negatives; tried, not shipped)")
     ap.add_argument("--public", action="append", default=[], help="NAME=PATH public pairs (evaluated only)")
     ap.add_argument("--public-limit", type=int, default=3000)
     ap.add_argument("--seed", type=int, default=13)
@@ -534,13 +539,15 @@ def main():
     torch.manual_seed(args.seed)
     os.makedirs(args.out, exist_ok=True)
 
-    groups = pairdata.load_groups(args.data)
+    groups = pairdata.load_groups(args.data, restated=args.restated)
     if args.smoke:
         groups = [g for g in groups if g["group"].endswith(("1", "2", "3"))][:90] or groups[:90]
     all_pairs = pairdata.build_pairs(groups, seed=args.seed)
     split = {s: [p for p in all_pairs if p["split"] == s] for s in pairdata.SPLITS}
     if args.public_train:
         split["train"] += pairdata.load_public_train(args.data)
+    if args.restated_negatives:
+        split["train"] += pairdata.every_member_negatives(groups, split["train"])
     if args.augment:
         # Surface variants (train split only): duplicates whose words overlap a lot.
         split["train"] += pairdata.augment_train(groups, seed=args.seed)
@@ -568,7 +575,8 @@ def main():
         shutil.copyfile(os.path.join(args.model, prior["model_file"]), final)
         chosen, args.max_len = prior["weights"], prior["max_len"]
         record = {k: prior_metrics[k] for k in ("train_pairs", "train_steps", "train_minutes", "export")}
-        record.update({k: prior_metrics[k] for k in ("train_layers", "train_epochs", "train_head", "train_neighbours")
+        record.update({k: prior_metrics[k] for k in ("train_layers", "train_epochs", "train_head", "train_neighbours",
+                                                          "train_restated", "train_restated_negatives")
                        if k in prior_metrics})
         log(f"calibrating the trained model in {args.model} (sha256 {sha256(final)})")
     else:
@@ -579,6 +587,7 @@ def main():
         chosen, check = export_model(args, model, tok, test_ab, test_y, final)
         record = {"train_pairs": len(split["train"]), "train_steps": steps, "train_layers": args.layers or None,
                   "train_epochs": args.epochs, "train_head": args.head, "train_neighbours": args.neighbours,
+                  "train_restated": args.restated, "train_restated_negatives": args.restated_negatives,
                   "train_minutes": round(train_minutes, 1), "export": check}
 
     # Everything below scores with the exported file that ships, as memdedup will.
