@@ -50,6 +50,11 @@ def load_groups(data_dir, restated=False):
     return groups
 
 
+def negative_relation(kind):
+    """The relation of a negative of `kind` to its group's members."""
+    return "contradiction" if kind in CONTRADICTION_KINDS else "related"
+
+
 def pair(a, b, relation, kind, group, domain, split):
     return {"a": a, "b": b, "relation": relation, "dup": int(relation == "duplicate"),
             "kind": kind, "group": group, "domain": domain, "split": split}
@@ -70,7 +75,7 @@ def build_pairs(groups, seed=13):
                 kind = g["members"][j]["kind"]
                 out.append(pair(members[i], members[j], "duplicate", kind, gid, domain, split))
         for neg in g["negatives"]:
-            relation = "contradiction" if neg["kind"] in CONTRADICTION_KINDS else "related"
+            relation = negative_relation(neg["kind"])
             for m in (members[0], rng.choice(members[1:])):
                 out.append(pair(m, neg["text"], relation, neg["kind"], gid, domain, split))
         others = [o for o in by_domain_split[(domain, split)] if o["group"] != gid]
@@ -95,7 +100,7 @@ def every_member_negatives(groups, pairs):
         if split != "train" or not any(m["kind"] in RESTATED_KINDS for m in g["members"]):
             continue
         for neg in g["negatives"]:
-            relation = "contradiction" if neg["kind"] in CONTRADICTION_KINDS else "related"
+            relation = negative_relation(neg["kind"])
             for m in g["members"]:
                 if (m["text"], neg["text"]) not in have:
                     out.append(pair(m["text"], neg["text"], relation, neg["kind"], gid, domain, split))
@@ -181,7 +186,7 @@ def augment_train(groups, seed=13):
             neg = rng.choice(g["negatives"])
             v = surface_variant(members[0], rng)
             if v:
-                relation = "contradiction" if neg["kind"] in CONTRADICTION_KINDS else "related"
+                relation = negative_relation(neg["kind"])
                 out.append(pair(v, neg["text"], relation, neg["kind"], gid, domain, split))
     return out
 
@@ -263,10 +268,12 @@ def counts(pairs):
 
 
 if __name__ == "__main__":
-    groups = load_groups(sys.argv[1] if len(sys.argv) > 1 else "data/judge", restated="--restated" in sys.argv)
+    paths = [a for a in sys.argv[1:] if not a.startswith("--")]
+    data_dir = paths[0] if paths else "data/judge"
+    groups = load_groups(data_dir, restated="--restated" in sys.argv)
     pairs = build_pairs(groups)
     print(f"{len(groups)} groups, {len(pairs)} pairs")
-    public = load_public_train(sys.argv[1] if len(sys.argv) > 1 else "data/judge")
+    public = load_public_train(data_dir)
     print(f"{len(public)} public train pairs")
     pairs += public
     for (split, relation), n in sorted(counts(pairs).items()):
