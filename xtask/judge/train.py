@@ -293,13 +293,18 @@ def best_cosine(cos, y):
     return best
 
 
-def evaluate(name, pairs_ab, y, kinds, cos, prob, settings, held=None):
+def evaluate(name, pairs_ab, y, kinds, cos, prob, settings, held=None, rank=None):
     """Metrics of the judge and of cosine on one evaluation set; `held` marks the pairs a
-    review contrast holds for review."""
+    review contrast holds for review; `rank` (fixture files: see `neighbour_ranks`) leaves
+    out the pairs the judge does not read, neither memory being among the other's
+    `candidates` nearest."""
     y = np.asarray(y)
-    reaches = (prob >= settings["duplicate_threshold"]) & (cos >= settings["candidate_floor"])
+    read = cos >= settings["candidate_floor"]
+    if rank is not None:
+        read &= rank <= settings["candidates"]
+    reaches = (prob >= settings["duplicate_threshold"]) & read
     dup = reaches & ~held if held is not None else reaches
-    unsure = (prob >= settings["uncertain_threshold"]) & ~dup & (cos >= settings["candidate_floor"])
+    unsure = (prob >= settings["uncertain_threshold"]) & ~dup & read
     res = {"set": name, "pairs": int(len(y)), "positives": int(y.sum()),
            "judge": prf(dup, y), "judge_without_review_contrasts": prf(reaches, y),
            "judge_auc": rounded(roc_auc(prob, y)),
@@ -335,6 +340,53 @@ def load_fixture_pairs(path):
             y.append(int(same))
             kinds.append("hard_negative" if near and not same else ("other" if not same else ""))
     return out, y, kinds
+
+
+def neighbour_ranks(path, cos):
+    """For the first len(cos) pairs of a fixture file, in `load_fixture_pairs` order: how
+    near the nearer of the two memories puts the other among its neighbours of that
+    namespace by cosine (1: the nearest; ties by position), as a check or a scan of the
+    file would find it."""
+    rows = [json.loads(line) for line in open(path, encoding="utf-8") if line.strip()]
+    index = [(i, j) for i in range(len(rows)) for j in range(i + 1, len(rows))
+             if rows[i].get("namespace") == rows[j].get("namespace")][:len(cos)]
+    near = {}
+    for t, (i, j) in enumerate(index):
+        near.setdefault(i, []).append((-cos[t], j, t))
+        near.setdefault(j, []).append((-cos[t], i, t))
+    rank = np.full(len(index), len(rows) + 1)
+    for lst in near.values():
+        lst.sort()
+        for r, (_, _, t) in enumerate(lst, start=1):
+            rank[t] = min(rank[t], r)
+    return rank
+
+
+# The numbers of nearest neighbours `choose_candidates` tries.
+CANDIDATE_CHOICES = (1, 2, 3, 4, 5, 6, 8, 12, 16)
+DEFAULT_CANDIDATES = 8
+
+
+def choose_candidates(fixtures, threshold, floor):
+    """How many nearest neighbours a check or a scan judges: the number, among
+    CANDIDATE_CHOICES, whose merges on the calibration fixtures (each a tuple of P, labels,
+    the review hold, cosine and `neighbour_ranks`) have the best F0.5, the smallest on a
+    tie; DEFAULT_CANDIDATES without fixtures. Returns it and the table measured."""
+    if not fixtures:
+        return DEFAULT_CANDIDATES, {}
+    table, best = {}, None
+    for k in CANDIDATE_CHOICES:
+        tp = fp = pos = 0
+        for prob, y, held, cos, rank in fixtures:
+            merged = (prob >= threshold) & ~held & (cos >= floor) & (rank <= k)
+            tp += int((merged & (y == 1)).sum()); fp += int((merged & (y == 0)).sum()); pos += int(y.sum())
+        p = tp / (tp + fp) if tp + fp else 0.0
+        r = tp / pos if pos else 0.0
+        f_half = 1.25 * p * r / (0.25 * p + r) if p + r else 0.0
+        table[str(k)] = {"precision": round(p, 4), "recall": round(r, 4), "f0_5": round(f_half, 4)}
+        if best is None or f_half > best[1] + 1e-9:
+            best = (k, f_half)
+    return best[0], table
 
 
 def load_public_pairs(path, limit, seed):
@@ -612,7 +664,7 @@ def main():
     # common and cosine carries information the synthetic negatives hide.
     calib_kinds = contrast_kinds(args.contrasts_bin, calib_ab)
     fit_lo, fit_cos, fit_y, fit_kinds = [calib_lo], [calib_cos], [calib_y], list(calib_kinds)
-    fixture_scores = {}
+    fixture_scores, fixture_labels = {}, {}
     for path in args.calib_fixture:
         ab, y, _ = load_fixture_pairs(path)
         if args.smoke:
@@ -620,6 +672,7 @@ def main():
         lo, cos = score(ab)
         kinds = contrast_kinds(args.contrasts_bin, ab)
         fixture_scores[path] = (lo, cos, kinds)
+        fixture_labels[path] = y
         keep = cos >= args.candidate_floor
         fit_lo.append(lo[keep]); fit_cos.append(cos[keep]); fit_y.append(np.asarray(y)[keep])
         fit_kinds += [k for k, kept in zip(kinds, keep) if kept]
@@ -629,27 +682,35 @@ def main():
     fit_p = probability(head, features(fit_lo, fit_cos)) * (fit_cos >= args.candidate_floor)
     threshold, uncertain, rule, f_one = choose_thresholds(fit_p, fit_y, args.precision)
     review, review_measured = choose_review_contrasts(fit_p, fit_y, fit_kinds, threshold)
-    settings = {"candidate_floor": args.candidate_floor, "duplicate_threshold": threshold,
+    fixture_fit = []
+    for path, (lo, cos, kinds) in fixture_scores.items():
+        held = np.array([any(k in f for k in review) for f in kinds], dtype=bool)
+        fixture_fit.append((probability(head, features(lo, cos)), np.asarray(fixture_labels[path]), held, cos,
+                            neighbour_ranks(path, cos)))
+    candidates, candidates_measured = choose_candidates(fixture_fit, threshold, args.candidate_floor)
+    settings = {"candidate_floor": args.candidate_floor, "candidates": candidates, "duplicate_threshold": threshold,
                 "uncertain_threshold": uncertain, "review_contrasts": review}
+    log(f"nearest neighbours judged: {candidates} (F0.5 on the calibration fixtures by number: {candidates_measured})")
     log(f"head w={head[0].tolist()} b={head[1]:.4f}; settings {settings}; {rule}; F1 peak {f_one:.3f}; "
         f"contrasts above the threshold on the calibration data: {review_measured}")
 
     results = []
     eval_sets = [("data/judge test", test_ab, test_y.tolist(),
-                  [p["kind"] if not p["dup"] else "" for p in split["test"]]),
-                 ("data/judge calib", calib_ab, calib_y.tolist(), [p["kind"] if not p["dup"] else "" for p in split["calib"]])]
+                  [p["kind"] if not p["dup"] else "" for p in split["test"]], None),
+                 ("data/judge calib", calib_ab, calib_y.tolist(), [p["kind"] if not p["dup"] else "" for p in split["calib"]],
+                  None)]
     for path in args.fixture:
         ab, y, kinds = load_fixture_pairs(path)
         if args.smoke:
             ab, y, kinds = ab[:200], y[:200], kinds[:200]
         name = os.path.basename(path) + (" (calibration)" if path in args.calib_fixture else "")
-        eval_sets.append((name, ab, y, kinds))
+        eval_sets.append((name, ab, y, kinds, path))
     for spec in args.public:
         name, path = spec.split("=", 1)
         ab, y, kinds = load_public_pairs(path, args.public_limit, args.seed)
-        eval_sets.append((name, ab, y, kinds))
+        eval_sets.append((name, ab, y, kinds, None))
     fixture_by_name = {os.path.basename(p) + " (calibration)": s for p, s in fixture_scores.items()}
-    for name, ab, y, kinds in eval_sets:
+    for name, ab, y, kinds, fixture_path in eval_sets:
         if name == "data/judge calib":
             lo, cos, found = calib_lo, calib_cos, calib_kinds
         elif name in fixture_by_name:
@@ -659,7 +720,8 @@ def main():
             found = contrast_kinds(args.contrasts_bin, ab)
         prob = probability(head, features(lo, cos))
         held = np.array([any(k in f for k in review) for f in found], dtype=bool)
-        res = evaluate(name, ab, y, kinds, cos, prob, settings, held)
+        rank = neighbour_ranks(fixture_path, cos) if fixture_path else None
+        res = evaluate(name, ab, y, kinds, cos, prob, settings, held, rank)
         results.append(res)
         log(json.dumps(res))
 
@@ -685,7 +747,8 @@ def main():
         f.write("\n")
     metrics = {**record, "smoke": args.smoke, "calibration": {"fixtures": [os.path.basename(p) for p in args.calib_fixture],
                                                               "pairs": int(len(fit_y)), "threshold_rule": rule,
-                                                              "contrasts_above_threshold": review_measured},
+                                                              "contrasts_above_threshold": review_measured,
+                                                              "candidates_f0_5": candidates_measured},
                "results": results, "settings": settings}
     with open(os.path.join(args.out, "metrics.json"), "w") as f:
         json.dump(metrics, f, indent=2)

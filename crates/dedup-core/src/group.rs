@@ -306,17 +306,17 @@ fn assemble_groups(n: usize, forest: Vec<RawEdge>) -> Vec<Group> {
 }
 
 /// Union-find with path halving and union by size.
-struct DisjointSets {
+pub(crate) struct DisjointSets {
     parent: Vec<usize>,
     size: Vec<usize>,
 }
 
 impl DisjointSets {
-    fn new(n: usize) -> Self {
+    pub(crate) fn new(n: usize) -> Self {
         Self { parent: (0..n).collect(), size: vec![1; n] }
     }
 
-    fn find(&mut self, mut x: usize) -> usize {
+    pub(crate) fn find(&mut self, mut x: usize) -> usize {
         while self.parent[x] != x {
             self.parent[x] = self.parent[self.parent[x]];
             x = self.parent[x];
@@ -325,7 +325,7 @@ impl DisjointSets {
     }
 
     /// Joins the sets of `x` and `y`; returns false when they were already one set.
-    fn union(&mut self, x: usize, y: usize) -> bool {
+    pub(crate) fn union(&mut self, x: usize, y: usize) -> bool {
         let (mut rx, mut ry) = (self.find(x), self.find(y));
         if rx == ry {
             return false;

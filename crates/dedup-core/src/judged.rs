@@ -61,6 +61,71 @@ pub fn keep_nearest(edges: &[Edge], items: usize, k: usize) -> Vec<Edge> {
     edges.iter().zip(keep).filter(|(_, kept)| *kept).map(|(e, _)| *e).collect()
 }
 
+/// Most members a component of confirmed duplicates may have for [`completion_pairs`] to
+/// ask for the rest of its pairs (a component of `m` costs up to `m (m - 1) / 2` pairs).
+pub const MAX_COMPLETED_COMPONENT: usize = 64;
+
+/// The pairs to judge in a second round, so that a linkage that needs every pair of a
+/// group confirmed ([`Linkage::Complete`], [`Linkage::Survivor`]) can confirm groups
+/// larger than a text's few nearest neighbours reach: the pairs of `all` (every pair at
+/// or above the candidate floor, over `items` items) that join two members of one
+/// component of `duplicates` (the links the first round confirmed) and are not in
+/// `judged` (the first round's pairs). Components of more than
+/// [`MAX_COMPLETED_COMPONENT`] members are left as they are. The order of `all` is kept.
+pub fn completion_pairs(items: usize, all: &[Edge], judged: &[Edge], duplicates: &[Edge]) -> Vec<Edge> {
+    if duplicates.is_empty() {
+        return Vec::new();
+    }
+    let mut sets = crate::group::DisjointSets::new(items);
+    for e in duplicates.iter().filter(|e| e.a < items && e.b < items) {
+        sets.union(e.a, e.b);
+    }
+    let mut size = vec![0usize; items];
+    for i in 0..items {
+        size[sets.find(i)] += 1;
+    }
+    let done: std::collections::HashSet<(usize, usize)> = judged.iter().map(|e| (e.a.min(e.b), e.a.max(e.b))).collect();
+    all.iter()
+        .filter(|e| e.a < items && e.b < items && e.a != e.b)
+        .filter(|e| {
+            let root = sets.find(e.a);
+            root == sets.find(e.b)
+                && (2..=MAX_COMPLETED_COMPONENT).contains(&size[root])
+                && !done.contains(&(e.a.min(e.b), e.a.max(e.b)))
+        })
+        .copied()
+        .collect()
+}
+
+/// The pairs the learned judge reads in a collection of `texts`, and their scores, in
+/// two rounds: first each text's [`LearnedJudgeSettings::candidates`] nearest neighbours
+/// among `all` (every pair at or above the candidate floor, as [`similar_pairs`] gives
+/// them), then the [`completion_pairs`] of the duplicates that round confirmed. `score`
+/// runs the models on a list of pairs. The result goes to [`group_learned`].
+pub fn learned_candidates<E>(
+    texts: &[&str],
+    all: &[Edge],
+    settings: &LearnedJudgeSettings,
+    mut score: impl FnMut(&[(&str, &str)]) -> std::result::Result<Vec<PairScores>, E>,
+) -> std::result::Result<(Vec<Edge>, Vec<PairScores>), E> {
+    let items = texts.len();
+    let mut candidates = keep_nearest(all, items, settings.candidates);
+    let text_pairs = |edges: &[Edge]| -> Vec<(&str, &str)> { edges.iter().map(|e| (texts[e.a], texts[e.b])).collect() };
+    let mut scores = score(&text_pairs(&candidates))?;
+    let duplicates: Vec<Edge> = candidates
+        .iter()
+        .zip(&scores)
+        .filter(|(e, s)| settings.judge(texts[e.a], texts[e.b], s, e.score).is_duplicate())
+        .map(|(e, _)| *e)
+        .collect();
+    let more = completion_pairs(items, all, &candidates, &duplicates);
+    if !more.is_empty() {
+        scores.extend(score(&text_pairs(&more))?);
+        candidates.extend(more);
+    }
+    Ok((candidates, scores))
+}
+
 /// Every pair `(a, b)`, `a < b`, whose cosine reaches `floor`, in index order.
 ///
 /// The scores come tile by tile from one matrix product each (as in
@@ -155,12 +220,12 @@ pub fn group_judged(
     Ok(JudgedGrouping { grouping, rejected, judged: count })
 }
 
-/// Groups from the learned judge's verdicts: `candidates` are the pairs whose cosine
-/// reaches the judge's candidate floor (from [`similar_pairs`]), `scores` the models'
-/// scores for each of them, in the same order. Pairs the judge calls duplicates
-/// are the links; `linkage` decides how groups may be joined, and a pair it needs that is
-/// not a candidate is below the floor, so never a duplicate (unless the texts are the
-/// same after normalisation). The rejected pairs are those the judge left uncertain plus
+/// Groups from the learned judge's verdicts: `candidates` are the pairs it read (from
+/// [`learned_candidates`]), `scores` the models' scores for each of them, in the same
+/// order. Pairs the judge calls duplicates are the links; `linkage` decides how groups
+/// may be joined, and a pair it needs that was not read is below the floor or outside
+/// every text's nearest neighbours and its completion round, so never a duplicate (unless
+/// the texts are the same after normalisation). The rejected pairs are those the judge left uncertain plus
 /// those it kept apart whose cosine reaches `report_from` (what a cosine threshold would
 /// have merged).
 ///
@@ -195,7 +260,10 @@ pub fn group_learned(
         Some(j) if j.is_duplicate() => Ok(j.cosine),
         Some(j) => Err(j.reasons.first().cloned().unwrap_or_else(|| j.verdict.as_str().to_owned())),
         None if crate::normalize_content(texts[a]) == crate::normalize_content(texts[b]) => Ok(1.0),
-        None => Err(format!("cosine below the candidate floor {:.2}", settings.candidate_floor)),
+        None => Err(format!(
+            "not judged: cosine below the candidate floor {:.2}, or neither text among the other's {} nearest",
+            settings.candidate_floor, settings.candidates
+        )),
     };
     let grouping = group_confirmed(texts.len(), &links, linkage, check)?;
     Ok(JudgedGrouping { grouping, rejected, judged: candidates.len() })

@@ -54,6 +54,17 @@ impl Relation {
     }
 }
 
+/// The nearest neighbours judged per text when `judge.json` does not say
+/// ([`LearnedJudgeSettings::candidates`]).
+pub const DEFAULT_CANDIDATES: usize = 8;
+
+/// The most nearest neighbours a `judge.json` may ask for per text.
+pub const MAX_CANDIDATES: usize = 64;
+
+fn default_candidates() -> usize {
+    DEFAULT_CANDIDATES
+}
+
 /// The features a decision may weigh: the cross-encoder's duplicate log-odds, the
 /// embedder's cosine (the one stored vectors give), and the fine-tuned embedder's cosine.
 pub const FEATURES: [&str; 3] = ["duplicate_log_odds", "cosine", "tuned_cosine"];
@@ -119,6 +130,12 @@ pub struct LearnedJudgeSettings {
     pub decision: Decision,
     /// Pairs whose cosine is below this are not judged (unique).
     pub candidate_floor: f32,
+    /// How many nearest neighbours above `candidate_floor` are judged per text (each costs
+    /// one model pair): chosen on the calibration data, where the duplicates a check or a
+    /// scan finds are nearly always among a text's few nearest and the farther neighbours
+    /// the judge merges are mostly false. [`DEFAULT_CANDIDATES`] when the file predates it.
+    #[serde(default = "default_candidates")]
+    pub candidates: usize,
     /// P(duplicate) at or above this is a duplicate.
     pub duplicate_threshold: f32,
     /// P(duplicate) at or above this (and below `duplicate_threshold`) is uncertain.
@@ -191,6 +208,9 @@ impl LearnedJudgeSettings {
         }
         if !(0.0..=1.0).contains(&self.candidate_floor) {
             return bad(format!("candidate_floor {} is outside [0, 1]", self.candidate_floor));
+        }
+        if !(1..=MAX_CANDIDATES).contains(&self.candidates) {
+            return bad(format!("candidates {} is outside [1, {MAX_CANDIDATES}]", self.candidates));
         }
         if !(0.0..=1.0).contains(&self.duplicate_threshold)
             || !(0.0..=self.duplicate_threshold).contains(&self.uncertain_threshold)

@@ -80,11 +80,12 @@ pub use judge::{
     validate_response,
 };
 pub use judged::{
-    JudgedGrouping, RejectedPair, group_by_cosine, group_judged, group_learned, keep_nearest, similar_pairs,
+    JudgedGrouping, MAX_COMPLETED_COMPONENT, RejectedPair, completion_pairs, group_by_cosine, group_judged,
+    group_learned, keep_nearest, learned_candidates, similar_pairs,
 };
 pub use learned_judge::{
-    Decision, FEATURES, LearnedJudgeSettings, PairScorer, PairScores, RELATED_COSINE, RELATIONS, Relation,
-    WEIGHTS_FORMS,
+    DEFAULT_CANDIDATES, Decision, FEATURES, LearnedJudgeSettings, MAX_CANDIDATES, PairScorer, PairScores,
+    RELATED_COSINE, RELATIONS, Relation, WEIGHTS_FORMS,
 };
 pub use local_judge::{LocalJudge, LocalJudgeParams, PairJudgement, PairVerdict};
 pub use merge::{Absorbed, MergePlan, MergedGroup, merge_counters};

@@ -16,9 +16,6 @@ use dedup_core::PairScorer;
 /// the command that fixes it).
 pub type ScorerLoader = dyn Fn() -> Result<Arc<dyn PairScorer>, String> + Send + Sync;
 
-/// Most semantic neighbours the learned judge reads per check (each costs one model pair).
-pub const LEARNED_CANDIDATES: usize = 8;
-
 /// The learned pair judge: its candidate floor and its model (or how to load it), or why
 /// there is none.
 #[derive(Clone)]
@@ -29,6 +26,8 @@ pub struct LearnedPairJudge {
 struct State {
     /// The cosine from which a neighbour is judged; `None` when there is no model.
     floor: Option<f32>,
+    /// How many of the nearest neighbours above the floor are judged.
+    candidates: usize,
     loader: Option<Box<ScorerLoader>>,
     loaded: OnceLock<Result<Arc<dyn PairScorer>, String>>,
     /// The thread [`LearnedPairJudge::load_in_background`] started, until it is waited for.
@@ -45,18 +44,21 @@ impl Default for LearnedPairJudge {
 impl LearnedPairJudge {
     /// A judge whose model is `scorer`, already loaded.
     pub fn with_scorer(scorer: Arc<dyn PairScorer>) -> LearnedPairJudge {
-        let floor = Some(scorer.settings().candidate_floor);
+        let (floor, candidates) = (Some(scorer.settings().candidate_floor), scorer.settings().candidates);
         let loaded = OnceLock::new();
         let _ = loaded.set(Ok(scorer));
-        LearnedPairJudge { state: Arc::new(State { floor, loader: None, loaded, loading: Mutex::default() }) }
+        LearnedPairJudge {
+            state: Arc::new(State { floor, candidates, loader: None, loaded, loading: Mutex::default() }),
+        }
     }
 
-    /// A judge that judges neighbours from cosine `floor` (the model's candidate floor)
-    /// and loads its model with `loader` on first use.
-    pub fn with_loader(floor: f32, loader: Box<ScorerLoader>) -> LearnedPairJudge {
+    /// A judge that judges the `candidates` nearest neighbours from cosine `floor` (the
+    /// model's settings) and loads its model with `loader` on first use.
+    pub fn with_loader(floor: f32, candidates: usize, loader: Box<ScorerLoader>) -> LearnedPairJudge {
         LearnedPairJudge {
             state: Arc::new(State {
                 floor: Some(floor),
+                candidates: candidates.max(1),
                 loader: Some(loader),
                 loaded: OnceLock::new(),
                 loading: Mutex::default(),
@@ -68,7 +70,9 @@ impl LearnedPairJudge {
     pub fn unavailable(reason: String) -> LearnedPairJudge {
         let loaded = OnceLock::new();
         let _ = loaded.set(Err(reason));
-        LearnedPairJudge { state: Arc::new(State { floor: None, loader: None, loaded, loading: Mutex::default() }) }
+        LearnedPairJudge {
+            state: Arc::new(State { floor: None, candidates: 1, loader: None, loaded, loading: Mutex::default() }),
+        }
     }
 
     /// The cosine from which a neighbour is judged; `None` when there is no model (the
@@ -78,6 +82,12 @@ impl LearnedPairJudge {
             Some(Err(_)) => None,
             _ => self.state.floor,
         }
+    }
+
+    /// How many of the nearest neighbours above the floor a check judges (the model's
+    /// `candidates`).
+    pub fn candidates(&self) -> usize {
+        self.state.candidates
     }
 
     /// Starts loading the model on a background thread, unless it is loaded (or failed)

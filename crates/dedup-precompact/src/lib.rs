@@ -36,7 +36,7 @@ mod store_recent;
 pub use config::{DeduplicationConfig, ENV_PREFIX, PAIR_JUDGE_ENV_VAR};
 pub use dedup_core::{LocalJudge, LocalJudgeParams, PairJudgement, PairVerdict};
 pub use error::{Error, Result};
-pub use learned::{LEARNED_CANDIDATES, LearnedPairJudge, LoadGuard, ScorerLoader};
+pub use learned::{LearnedPairJudge, LoadGuard, ScorerLoader};
 pub use pair_judge::{JUDGE_CANDIDATES, JudgeCandidate, PAIR_JUDGE_NAMES, PairDecision, PairJudgeChoice};
 pub use recent::{RecentCaptureCache, RecentCaptures, RecentHit};
 #[cfg(feature = "redis")]

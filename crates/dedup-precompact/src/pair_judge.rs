@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use dedup_core::{LocalJudge, LocalJudgeParams, PairJudgement, PairVerdict};
 
-use crate::learned::{LEARNED_CANDIDATES, LearnedPairJudge};
+use crate::learned::LearnedPairJudge;
 use crate::{Error, Result};
 
 /// The names [`PairJudgeChoice::from_name`] accepts.
@@ -165,12 +165,12 @@ impl PairJudgeChoice {
     }
 
     /// How many neighbours a check looks at: the nearest only for the cosine judge (and
-    /// the learned one without a model).
+    /// the learned one without a model), the model's `candidates` for the learned one.
     pub fn candidates(&self) -> usize {
         match self {
             PairJudgeChoice::Cosine => 1,
             PairJudgeChoice::Local(_) => JUDGE_CANDIDATES,
-            PairJudgeChoice::Learned(judge) if judge.floor().is_some() => LEARNED_CANDIDATES,
+            PairJudgeChoice::Learned(judge) if judge.floor().is_some() => judge.candidates(),
             PairJudgeChoice::Learned(_) => 1,
         }
     }

@@ -6,7 +6,7 @@ use anyhow::{Result, bail};
 use memdedup::crates::core::{
     CONTRAST_KINDS, Contrast, Edge, Labelled, LearnedJudgeSettings, Linkage, LocalJudge, LocalJudgeParams,
     PairJudgement, PairScore, PairVerdict, SCORE_TOLERANCE, TextFeatures, contrast_features, group_confirmed,
-    score_grouping,
+    learned_candidates, score_grouping,
 };
 use memdedup::{Embedding, Threshold};
 use serde_json::{Value, json};
@@ -130,9 +130,13 @@ impl Setting {
             Setting::Learned { .. } if pair.same_text => vec!["the texts are the same after normalisation".to_owned()],
             Setting::Learned { settings, .. } => match &pair.learned {
                 Some(judgement) => judgement.reasons.clone(),
-                None => vec![format!(
+                None if pair.cosine < settings.candidate_floor => vec![format!(
                     "cosine {:.3} is below the candidate floor {:.2}",
                     pair.cosine, settings.candidate_floor
+                )],
+                None => vec![format!(
+                    "not judged: neither memory is among the other's {} nearest (cosine {:.3})",
+                    settings.candidates, pair.cosine
                 )],
             },
         }
@@ -149,7 +153,7 @@ impl Setting {
                 "linkage": linkage_name(*linkage),
             }),
             Setting::Learned { settings, linkage } => json!({
-                "judge": "learned", "candidate_floor": settings.candidate_floor,
+                "judge": "learned", "candidate_floor": settings.candidate_floor, "candidates": settings.candidates,
                 "duplicate_threshold": settings.duplicate_threshold,
                 "uncertain_threshold": settings.uncertain_threshold, "linkage": linkage_name(*linkage),
             }),
@@ -234,24 +238,28 @@ impl PairTable {
         PairTable { n: items.len(), pairs, embeddings: embeddings.to_vec() }
     }
 
-    /// Asks the learned judge about every pair at or above its candidate floor, in
-    /// batches on the blocking pool.
+    /// Asks the learned judge about the pairs a scan would read: each memory's nearest
+    /// neighbours at or above its candidate floor, then the rest of the pairs of the groups
+    /// they confirm ([`learned_candidates`]), on the blocking pool.
     async fn judge_learned(&mut self, items: &[Item], model: std::sync::Arc<memdedup::PairJudgeModel>) -> Result<()> {
         let floor = model.settings().candidate_floor;
-        let keys: Vec<(usize, usize)> =
-            self.pairs.iter().filter(|(_, p)| !p.same_text && p.cosine >= floor).map(|(&k, _)| k).collect();
-        let texts: Vec<(String, String)> =
-            keys.iter().map(|&(a, b)| (items[a].text.clone(), items[b].text.clone())).collect();
+        let all: Vec<Edge> = self
+            .pairs
+            .iter()
+            .filter(|(_, p)| p.cosine >= floor)
+            .map(|(&(a, b), p)| Edge { a, b, score: p.cosine })
+            .collect();
+        let texts: Vec<String> = items.iter().map(|i| i.text.clone()).collect();
         let (judged, model) = tokio::task::spawn_blocking(move || {
-            let refs: Vec<(&str, &str)> = texts.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
-            let scores = model.scores(&refs);
-            (scores.map(|s| (texts, s)), model)
+            let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+            let read = learned_candidates(&refs, &all, model.settings(), |pairs| model.scores(pairs));
+            (read.map(|(edges, scores)| (texts, edges, scores)), model)
         })
         .await?;
-        let (texts, scores) = judged?;
-        for ((key, (a, b)), scores) in keys.iter().zip(&texts).zip(&scores) {
-            if let Some(pair) = self.pairs.get_mut(key) {
-                pair.learned = Some(model.settings().judge(a, b, scores, pair.cosine));
+        let (texts, edges, scores) = judged.map_err(|e| anyhow::anyhow!("the pair judge failed: {e}"))?;
+        for (edge, scores) in edges.iter().zip(&scores) {
+            if let Some(pair) = self.pairs.get_mut(&(edge.a.min(edge.b), edge.a.max(edge.b))) {
+                pair.learned = Some(model.settings().judge(&texts[edge.a], &texts[edge.b], scores, pair.cosine));
             }
         }
         Ok(())
@@ -392,9 +400,10 @@ impl Summary<'_> {
             ),
             Some(Setting::Cosine { linkage, .. }) => format!("cosine, {} linkage", linkage_name(*linkage)),
             Some(Setting::Learned { settings, linkage }) => format!(
-                "learned (duplicate at P >= {:.3}, uncertain from {:.3}, candidates from cosine {:.2}, {} linkage)",
+                "learned (duplicate at P >= {:.3}, uncertain from {:.3}, the {} nearest from cosine {:.2}, {} linkage)",
                 settings.duplicate_threshold,
                 settings.uncertain_threshold,
+                settings.candidates,
                 settings.candidate_floor,
                 linkage_name(*linkage)
             ),

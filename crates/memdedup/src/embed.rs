@@ -92,6 +92,7 @@ pub fn learned_pair_judge(
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
     LearnedPairJudge::with_loader(
         settings.candidate_floor,
+        settings.candidates,
         Box::new(move || {
             let loaded = if short_lived {
                 crate::PairJudgeModel::load_for_few(&dir, threads)

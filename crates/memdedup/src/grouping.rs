@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use dedup_core::{
-    Linkage, LocalJudge, PairScorer, RejectedPair, group_by_cosine, group_judged, group_learned, keep_nearest,
+    Linkage, LocalJudge, PairScorer, RejectedPair, group_by_cosine, group_judged, group_learned, learned_candidates,
     similar_pairs,
 };
 
@@ -35,12 +35,12 @@ pub(crate) async fn learned_off_executor(
 ) -> Result<(dedup_core::GuardedGrouping, Vec<RejectedPair>)> {
     let work = move || -> Result<_> {
         let settings = scorer.settings();
-        // Each memory's nearest neighbours above the floor, as a check reads them.
-        let all = similar_pairs(&embeddings, settings.candidate_floor)?;
-        let candidates = keep_nearest(&all, embeddings.len(), dedup_precompact::LEARNED_CANDIDATES);
-        let pairs: Vec<(&str, &str)> = candidates.iter().map(|e| (texts[e.a].as_str(), texts[e.b].as_str())).collect();
-        let scores = scorer.scores(&pairs).map_err(|e| crate::Error::Embedder(dedup_embed::Error::Inference(e)))?;
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        // Each memory's nearest neighbours above the floor, as a check reads them, then the
+        // rest of the pairs of the groups they confirm.
+        let all = similar_pairs(&embeddings, settings.candidate_floor)?;
+        let (candidates, scores) = learned_candidates(&refs, &all, settings, |pairs| scorer.scores(pairs))
+            .map_err(|e| crate::Error::Embedder(dedup_embed::Error::Inference(e)))?;
         let judged = group_learned(&refs, &candidates, &scores, settings, threshold.as_f32(), linkage)?;
         Ok((judged.grouping, judged.rejected))
     };

@@ -64,8 +64,8 @@ pub use dedup_precompact::RedisRecentCaptures;
 pub use dedup_precompact::{
     AddOutcome, CheckFailure, CheckType, DeduplicationConfig, DeduplicationService, DuplicateCheckResult,
     DuplicateReason, EditDuplicate, EditOutcome, EditStatus, HistoryEvent, JUDGE_CANDIDATES, JudgeCandidate,
-    LEARNED_CANDIDATES, LearnedPairJudge, LoadGuard, MemoryHistory, PAIR_JUDGE_ENV_VAR, PAIR_JUDGE_NAMES, PairDecision,
-    PairJudgeChoice, RecentCaptureCache, RecentCaptures, ScorerLoader,
+    LearnedPairJudge, LoadGuard, MemoryHistory, PAIR_JUDGE_ENV_VAR, PAIR_JUDGE_NAMES, PairDecision, PairJudgeChoice,
+    RecentCaptureCache, RecentCaptures, ScorerLoader,
 };
 
 #[doc(inline)]

@@ -198,3 +198,70 @@ fn keep_nearest_keeps_each_items_strongest_edges() {
     assert_eq!(kept, vec![e(0, 1, 0.9), e(0, 2, 0.8), e(0, 3, 0.7), e(0, 4, 0.6)], "{kept:?}");
     assert!(keep_nearest(&edges, 5, 0).is_empty());
 }
+
+/// Logits that call a pair a duplicate when both texts start with "dup", related otherwise.
+fn dup_when_both_say_so(pairs: &[(&str, &str)]) -> Vec<crate::PairScores> {
+    pairs
+        .iter()
+        .map(|(a, b)| {
+            let logits = if a.starts_with("dup") && b.starts_with("dup") {
+                [-5.0, -5.0, -5.0, 5.0]
+            } else {
+                [-5.0, 5.0, -5.0, -5.0]
+            };
+            crate::PairScores { logits: Some(logits), tuned_cosine: None }
+        })
+        .collect()
+}
+
+#[test]
+fn learned_candidates_complete_the_groups_the_first_round_confirms() {
+    let texts = ["dup a", "dup b", "dup c", "dup d", "other"];
+    let e = |a, b, score| Edge { a, b, score };
+    // A chain by cosine: each copy's nearest is the next one; "other" is near them all.
+    let mut all = Vec::new();
+    for a in 0..5 {
+        for b in a + 1..5 {
+            let score = if b == 4 { 0.5 } else { 0.9 - 0.1 * (b - a) as f32 + 0.01 * a as f32 };
+            all.push(e(a, b, score));
+        }
+    }
+    let mut settings = learned_settings();
+    settings.candidates = 1;
+    let mut rounds: Vec<usize> = Vec::new();
+    let (read, scores) = learned_candidates::<String>(&texts, &all, &settings, |pairs| {
+        rounds.push(pairs.len());
+        Ok(dup_when_both_say_so(pairs))
+    })
+    .unwrap();
+    let first = keep_nearest(&all, texts.len(), 1);
+    assert_eq!(read[..first.len()], first[..], "the first round reads each text's nearest");
+    assert_eq!(rounds, vec![first.len(), 6 - (first.len() - 1)], "then the rest of the copies' pairs");
+    let grouped = group_learned(&texts, &read, &scores, &settings, 0.85, Linkage::Complete).unwrap();
+    let groups: Vec<Vec<usize>> = grouped.grouping.groups.iter().map(|g| g.members.clone()).collect();
+    assert_eq!(groups, vec![vec![0, 1, 2, 3]], "all four copies, every pair confirmed");
+    assert!(read.iter().filter(|x| x.b == 4).count() <= 1, "\"other\" is read only as a nearest neighbour");
+
+    // Without the second round the chain cannot be one complete group.
+    let scores = dup_when_both_say_so(&first.iter().map(|x| (texts[x.a], texts[x.b])).collect::<Vec<_>>());
+    let partial = group_learned(&texts, &first, &scores, &settings, 0.85, Linkage::Complete).unwrap();
+    assert!(partial.grouping.groups.iter().all(|g| g.members.len() < 4), "{:?}", partial.grouping.groups);
+
+    // A failing model fails the call.
+    let failed = learned_candidates(&texts, &all, &settings, |_| Err("no model".to_owned()));
+    assert_eq!(failed.unwrap_err(), "no model");
+}
+
+#[test]
+fn completion_pairs_skip_judged_pairs_and_oversized_components() {
+    let e = |a, b| Edge { a, b, score: 0.8 };
+    let chain = |n: usize| (0..n - 1).map(|i| e(i, i + 1)).collect::<Vec<_>>();
+    let all = |n: usize| (0..n).flat_map(|a| (a + 1..n).map(move |b| e(a, b))).collect::<Vec<_>>();
+    // Three linked items of five: only their unjudged pair (0, 2) is asked for.
+    assert_eq!(completion_pairs(5, &all(5), &chain(3), &chain(3)), vec![e(0, 2)]);
+    assert!(completion_pairs(5, &all(5), &chain(3), &[]).is_empty(), "no duplicates, nothing to complete");
+    let n = MAX_COMPLETED_COMPONENT;
+    let expected = n * (n - 1) / 2 - (n - 1);
+    assert_eq!(completion_pairs(n, &all(n), &chain(n), &chain(n)).len(), expected);
+    assert!(completion_pairs(n + 1, &all(n + 1), &chain(n + 1), &chain(n + 1)).is_empty(), "too large to complete");
+}

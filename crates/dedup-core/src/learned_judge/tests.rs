@@ -94,6 +94,18 @@ fn bad_settings_are_refused_with_the_reason() {
     assert!(LearnedJudgeSettings::parse(&extra).unwrap_err().to_string().contains("surprise"));
 }
 
+#[test]
+fn candidates_default_to_eight_and_must_be_in_range() {
+    assert_eq!(settings().candidates, DEFAULT_CANDIDATES, "a file that predates the field");
+    let with =
+        |n: usize| settings_json(0.9, 0.5).replace("\"seed\": 13", &format!("\"seed\": 13, \"candidates\": {n}"));
+    assert_eq!(LearnedJudgeSettings::parse(&with(3)).unwrap().candidates, 3);
+    for bad in [0, MAX_CANDIDATES + 1] {
+        let err = LearnedJudgeSettings::parse(&with(bad)).unwrap_err().to_string();
+        assert!(err.contains(&format!("candidates {bad} is outside")), "{err}");
+    }
+}
+
 /// Settings of a judge that weighs only the fine-tuned embedder's cosine and the cosine.
 fn embedder_settings() -> LearnedJudgeSettings {
     let json = format!(

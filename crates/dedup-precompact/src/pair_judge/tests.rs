@@ -130,7 +130,7 @@ impl FakeScorer {
             r#"{{"format": 1, "model_file": "pair_judge.onnx", "model_sha256": "{sha}", "weights": "int8",
                 "max_len": 96, "order": "canonical", "relations": ["unique", "related", "contradiction", "duplicate"],
                 "decision": {{"features": ["duplicate_log_odds", "cosine"], "weights": [1.0, 0.0], "bias": 0.0}},
-                "candidate_floor": 0.3, "duplicate_threshold": 0.9, "uncertain_threshold": 0.5,
+                "candidate_floor": 0.3, "candidates": 3, "duplicate_threshold": 0.9, "uncertain_threshold": 0.5,
                 "precision_target": 0.98, "seed": 13, "base": "test"}}"#,
             sha = "0".repeat(64)
         );
@@ -179,7 +179,7 @@ fn learned_judge_picks_the_duplicate_of_highest_probability_whatever_the_cosine_
     let judge = learned(&scorer);
     assert_eq!(judge.name(), "learned");
     assert_eq!(judge.floor(0.9), 0.3, "the model's candidate floor, not the cosine threshold");
-    assert_eq!(judge.candidates(), LEARNED_CANDIDATES);
+    assert_eq!(judge.candidates(), 3, "the model's own number of candidates");
     let decision = judge.decide(
         "new text",
         &[candidate(1, 0.95, "other claim"), candidate(2, 0.6, "dup text"), candidate(3, 0.2, "dup but far")],
@@ -243,6 +243,7 @@ fn counting_judge() -> (PairJudgeChoice, Arc<std::sync::atomic::AtomicUsize>) {
     let counter = loads.clone();
     let judge = PairJudgeChoice::Learned(LearnedPairJudge::with_loader(
         0.3,
+        8,
         Box::new(move || {
             counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             Ok(Arc::new(FakeScorer::new()) as Arc<dyn dedup_core::PairScorer>)
@@ -261,6 +262,7 @@ fn learned_judge_loads_its_model_once_on_first_use() {
     assert_eq!(loads.load(std::sync::atomic::Ordering::SeqCst), 1, "clones share one load");
     let failing = PairJudgeChoice::Learned(LearnedPairJudge::with_loader(
         0.3,
+        8,
         Box::new(|| Err("pair_judge.onnx is missing".into())),
     ));
     let judgement = failing.judge_pair("new", "dup text", 0.95, 0.9);
@@ -276,6 +278,7 @@ fn learned_judge_loaded_in_the_background_is_loaded_once_and_its_guard_waits() {
     let (counter, model) = (loads.clone(), scorer.clone());
     let judge = LearnedPairJudge::with_loader(
         0.3,
+        8,
         Box::new(move || {
             // A slow load: the pair below is judged while it runs and waits for it.
             std::thread::sleep(std::time::Duration::from_millis(50));
@@ -297,7 +300,7 @@ fn learned_judge_loaded_in_the_background_is_loaded_once_and_its_guard_waits() {
     let judge = choice.learned().expect("a learned judge").clone();
     drop(judge.load_in_background(false));
     assert_eq!(loads.load(SeqCst), 1, "loaded before any pair is judged");
-    let failing = LearnedPairJudge::with_loader(0.3, Box::new(|| Err("pair_judge.onnx is missing".into())));
+    let failing = LearnedPairJudge::with_loader(0.3, 8, Box::new(|| Err("pair_judge.onnx is missing".into())));
     drop(failing.load_in_background(false));
     assert_eq!(failing.floor(), None, "a failed background load is remembered: checks decide by cosine");
 }
