@@ -45,8 +45,8 @@ pub fn run(bin: &Path, root: &Path, scratch: &Path, gnu_time: &str) -> Result<()
     let (local, rest) = probes.split_at(probes.len() / 3);
     let (cosine, client) = rest.split_at(rest.len() / 2);
     println!(
-        "\n==> cold `memdedup check` (semantic path: a new text; the default learned judge reads the 8 nearest \
-         memories above its floor), {} fresh processes, {STORED} stored",
+        "\n==> cold `memdedup check` (semantic path: a new text; the default learned judge reads the nearest \
+         memories above its floor, as many as its pair_judge.json says), {} fresh processes, {STORED} stored",
         local.len()
     );
     let db_args = ["--db".as_ref(), db.as_os_str()];
