@@ -207,3 +207,27 @@ fn scan_defaults_to_the_learned_judge_and_a_threshold_alone_asks_for_cosine() {
     assert!(by_threshold.get("judge").is_none(), "the seed's cosine report: {by_threshold}");
     assert_eq!(by_threshold["threshold"], 0.8, "{by_threshold}");
 }
+
+#[test]
+fn learned_eval_reads_as_many_nearest_neighbours_as_the_model_says() {
+    require_model();
+    let path = crate::support::installed_model_dir().join("pair_judge.json");
+    let settings: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let candidates = settings["candidates"].as_u64().expect("the installed judge names its candidates");
+    let file = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/memories_dev.jsonl");
+    let out = memdedup().args(["eval", "--json", "--judge", "learned", "--worst", "40"]).arg(&file).assert().success();
+    let report = crate::support::json(&out.get_output().stdout);
+    let row = &report["results"][0];
+    assert_eq!(row["candidates"].as_u64(), Some(candidates), "{row}");
+    // A missed pair the judge never read says why: below the floor, or outside the nearest.
+    for pair in row["worst_missed_pairs"].as_array().unwrap() {
+        let reasons = pair["reasons"].to_string();
+        assert!(
+            reasons.contains("learned judge") || reasons.contains("candidate floor") || reasons.contains("nearest"),
+            "{pair}"
+        );
+    }
+    let human =
+        text(&memdedup().args(["eval", "--judge", "learned"]).arg(&file).assert().success().get_output().stdout);
+    assert!(human.contains(&format!("the {candidates} nearest from cosine")), "{human}");
+}
