@@ -52,8 +52,8 @@ impl LearnedPairJudge {
         }
     }
 
-    /// A judge that judges the `candidates` nearest neighbours from cosine `floor` (the
-    /// model's settings) and loads its model with `loader` on first use.
+    /// A judge that judges the `candidates` nearest neighbours (at least 1) from cosine
+    /// `floor` (the model's settings) and loads its model with `loader` on first use.
     pub fn with_loader(floor: f32, candidates: usize, loader: Box<ScorerLoader>) -> LearnedPairJudge {
         LearnedPairJudge {
             state: Arc::new(State {
