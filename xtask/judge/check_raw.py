@@ -8,7 +8,7 @@ import sys
 
 POSITIVE_KINDS = {"anchor", "synonym", "abbreviation", "reorder", "typo", "low_overlap",
                   "register", "converse", "negated_form", "expanded", "periphrasis",
-                  "number_form"}
+                  "number_form", "filler", "format", "light_edit"}
 NEGATIVE_KINDS = {"opposite", "negation", "added_condition", "narrower", "broader",
                   "other_number", "other_entity", "same_topic_other_claim", "swapped_roles"}
 DOMAINS = {"coding", "tool_usage", "operations", "security", "trading", "research",

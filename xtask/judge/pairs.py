@@ -9,7 +9,8 @@ and its paraphrases) and typed negatives close to it. Pairs:
 A group's split (train / calib / test) comes from the sha256 of its id, so the same group
 always lands in the same split and no text crosses splits.
 
-Run as a module of train.py or on its own: `python3 pairs.py DATA_DIR` prints the counts.
+Run as a module of train.py or on its own: `python3 pairs.py DATA_DIR [--restated] [--nearcopy]`
+prints the counts.
 """
 import glob
 import hashlib
@@ -33,13 +34,16 @@ def split_of(group_id):
     return "train"
 
 
-def load_groups(data_dir, restated=False):
-    """The groups of `raw/*.jsonl`, and with `restated` those of `restated/*.jsonl` too (the
-    second batch, DATA.md), read in the order of their file names."""
+def load_groups(data_dir, restated=False, nearcopy=False):
+    """The groups of `raw/*.jsonl`, with `restated` those of `restated/*.jsonl` too (the
+    second batch, DATA.md) and with `nearcopy` those of `nearcopy/*.jsonl` (the third),
+    read in the order of their file names."""
     groups = []
     paths = glob.glob(os.path.join(data_dir, "raw", "*.jsonl"))
     if restated:
         paths += glob.glob(os.path.join(data_dir, "restated", "*.jsonl"))
+    if nearcopy:
+        paths += glob.glob(os.path.join(data_dir, "nearcopy", "*.jsonl"))
     for path in sorted(paths, key=os.path.basename):
         with open(path, encoding="utf-8") as f:
             for n, line in enumerate(f, 1):
@@ -270,7 +274,7 @@ def counts(pairs):
 if __name__ == "__main__":
     paths = [a for a in sys.argv[1:] if not a.startswith("--")]
     data_dir = paths[0] if paths else "data/judge"
-    groups = load_groups(data_dir, restated="--restated" in sys.argv)
+    groups = load_groups(data_dir, restated="--restated" in sys.argv, nearcopy="--nearcopy" in sys.argv)
     pairs = build_pairs(groups)
     print(f"{len(groups)} groups, {len(pairs)} pairs")
     public = load_public_train(data_dir)

@@ -560,6 +560,8 @@ def main():
                     help="also train on the public sets of DATA/public/ (pairs.load_public_train; tried, not shipped)")
     ap.add_argument("--restated", action="store_true",
                     help="also read DATA/restated/*.jsonl, the second batch of groups (DATA.md; tried, not shipped)")
+    ap.add_argument("--nearcopy", action="store_true",
+                    help="also read DATA/nearcopy/*.jsonl, the third batch of groups: near-copies (DATA.md)")
     ap.add_argument("--restated-negatives", action="store_true",
                     help="pair each negative of a group with restated members with every member, train split "
                          "only (pairs.every_member_negatives; tried, not shipped)")
@@ -591,7 +593,7 @@ def main():
     torch.manual_seed(args.seed)
     os.makedirs(args.out, exist_ok=True)
 
-    groups = pairdata.load_groups(args.data, restated=args.restated)
+    groups = pairdata.load_groups(args.data, restated=args.restated, nearcopy=args.nearcopy)
     if args.smoke:
         groups = [g for g in groups if g["group"].endswith(("1", "2", "3"))][:90] or groups[:90]
     all_pairs = pairdata.build_pairs(groups, seed=args.seed)
@@ -628,7 +630,7 @@ def main():
         chosen, args.max_len = prior["weights"], prior["max_len"]
         record = {k: prior_metrics[k] for k in ("train_pairs", "train_steps", "train_minutes", "export")}
         record.update({k: prior_metrics[k] for k in ("train_layers", "train_epochs", "train_head", "train_neighbours",
-                                                          "train_restated", "train_restated_negatives")
+                                                          "train_restated", "train_restated_negatives", "train_nearcopy")
                        if k in prior_metrics})
         log(f"calibrating the trained model in {args.model} (sha256 {sha256(final)})")
     else:
@@ -640,7 +642,7 @@ def main():
         record = {"train_pairs": len(split["train"]), "train_steps": steps, "train_layers": args.layers or None,
                   "train_epochs": args.epochs, "train_head": args.head, "train_neighbours": args.neighbours,
                   "train_restated": args.restated, "train_restated_negatives": args.restated_negatives,
-                  "train_minutes": round(train_minutes, 1), "export": check}
+                  "train_nearcopy": args.nearcopy, "train_minutes": round(train_minutes, 1), "export": check}
 
     # Everything below scores with the exported file that ships, as memdedup will.
     embedder = Embedder(args.base)
