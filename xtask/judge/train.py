@@ -525,6 +525,15 @@ def contrast_kinds(contrasts_bin, pairs_ab):
     return kinds
 
 
+SAME_WORDING = "same_wording"
+
+
+def same_wording(kinds):
+    """Which pairs the judge takes as duplicates without the model (pair-contrasts marks
+    them: the same text after normalisation, or the same wording), as a bool array."""
+    return np.array([SAME_WORDING in k for k in kinds], dtype=bool)
+
+
 def choose_review_contrasts(p, y, kinds, threshold, min_flagged=10, margin=0.1):
     """The reversal contrasts that hold a duplicate for review: those whose pairs at or
     above the threshold are, on the calibration data, duplicates clearly less often (by
@@ -565,6 +574,9 @@ def main():
     ap.add_argument("--restated-negatives", action="store_true",
                     help="pair each negative of a group with restated members with every member, train split "
                          "only (pairs.every_member_negatives; tried, not shipped)")
+    ap.add_argument("--nearcopy-negatives", action="store_true",
+                    help="pair each negative of a near-copy group with every member, train split only "
+                         "(pairs.every_member_negatives with pairs.NEARCOPY_KINDS)")
     ap.add_argument("--public", action="append", default=[], help="NAME=PATH public pairs (evaluated only)")
     ap.add_argument("--public-limit", type=int, default=3000)
     ap.add_argument("--seed", type=int, default=13)
@@ -602,6 +614,8 @@ def main():
         split["train"] += pairdata.load_public_train(args.data)
     if args.restated_negatives:
         split["train"] += pairdata.every_member_negatives(groups, split["train"])
+    if args.nearcopy_negatives:
+        split["train"] += pairdata.every_member_negatives(groups, split["train"], pairdata.NEARCOPY_KINDS)
     if args.augment:
         # Surface variants (train split only): duplicates whose words overlap a lot.
         split["train"] += pairdata.augment_train(groups, seed=args.seed)
@@ -630,7 +644,8 @@ def main():
         chosen, args.max_len = prior["weights"], prior["max_len"]
         record = {k: prior_metrics[k] for k in ("train_pairs", "train_steps", "train_minutes", "export")}
         record.update({k: prior_metrics[k] for k in ("train_layers", "train_epochs", "train_head", "train_neighbours",
-                                                          "train_restated", "train_restated_negatives", "train_nearcopy")
+                                                          "train_restated", "train_restated_negatives", "train_nearcopy",
+                                                          "train_nearcopy_negatives")
                        if k in prior_metrics})
         log(f"calibrating the trained model in {args.model} (sha256 {sha256(final)})")
     else:
@@ -642,7 +657,8 @@ def main():
         record = {"train_pairs": len(split["train"]), "train_steps": steps, "train_layers": args.layers or None,
                   "train_epochs": args.epochs, "train_head": args.head, "train_neighbours": args.neighbours,
                   "train_restated": args.restated, "train_restated_negatives": args.restated_negatives,
-                  "train_nearcopy": args.nearcopy, "train_minutes": round(train_minutes, 1), "export": check}
+                  "train_nearcopy": args.nearcopy,
+                  "train_nearcopy_negatives": args.nearcopy_negatives, "train_minutes": round(train_minutes, 1), "export": check}
 
     # Everything below scores with the exported file that ships, as memdedup will.
     embedder = Embedder(args.base)
@@ -682,13 +698,15 @@ def main():
     fit_lo, fit_cos, fit_y = np.concatenate(fit_lo), np.concatenate(fit_cos), np.concatenate(fit_y)
     head = fit_logistic(features(fit_lo, fit_cos), fit_y)
     fit_p = probability(head, features(fit_lo, fit_cos)) * (fit_cos >= args.candidate_floor)
+    fit_p[same_wording(fit_kinds)] = 1.0
     threshold, uncertain, rule, f_one = choose_thresholds(fit_p, fit_y, args.precision)
     review, review_measured = choose_review_contrasts(fit_p, fit_y, fit_kinds, threshold)
     fixture_fit = []
     for path, (lo, cos, kinds) in fixture_scores.items():
-        held = np.array([any(k in f for k in review) for f in kinds], dtype=bool)
-        fixture_fit.append((probability(head, features(lo, cos)), np.asarray(fixture_labels[path]), held, cos,
-                            neighbour_ranks(path, cos)))
+        same = same_wording(kinds)
+        held = np.array([any(k in f for k in review) for f in kinds], dtype=bool) & ~same
+        prob = np.where(same, 1.0, probability(head, features(lo, cos)))
+        fixture_fit.append((prob, np.asarray(fixture_labels[path]), held, cos, neighbour_ranks(path, cos)))
     candidates, candidates_measured = choose_candidates(fixture_fit, threshold, args.candidate_floor)
     settings = {"candidate_floor": args.candidate_floor, "candidates": candidates, "duplicate_threshold": threshold,
                 "uncertain_threshold": uncertain, "review_contrasts": review}
@@ -720,8 +738,9 @@ def main():
         else:
             lo, cos = score(ab)
             found = contrast_kinds(args.contrasts_bin, ab)
-        prob = probability(head, features(lo, cos))
-        held = np.array([any(k in f for k in review) for f in found], dtype=bool)
+        same = same_wording(found)
+        prob = np.where(same, 1.0, probability(head, features(lo, cos)))
+        held = np.array([any(k in f for k in review) for f in found], dtype=bool) & ~same
         rank = neighbour_ranks(fixture_path, cos) if fixture_path else None
         res = evaluate(name, ab, y, kinds, cos, prob, settings, held, rank)
         results.append(res)

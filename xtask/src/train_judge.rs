@@ -203,9 +203,14 @@ pub fn run(root: &Path, args: &TrainArgs) -> Result<()> {
 /// contrasts of pairs exactly as memdedup finds them.
 pub const CONTRASTS_COMMAND: &str = "pair-contrasts";
 
+/// The mark `pair-contrasts` adds (last) when the judge takes a pair as a duplicate without
+/// the model: the same text after normalisation, or the same wording.
+pub const SAME_WORDING_MARK: &str = "same_wording";
+
 /// `pair-contrasts`: reads JSON lines `{"a": TEXT, "b": TEXT}` on stdin and writes, for
 /// each, one line: the JSON array of the contrast kinds found between the two texts
-/// (`dedup_core::CONTRAST_KINDS` order, each once).
+/// (`dedup_core::CONTRAST_KINDS` order, each once), then [`SAME_WORDING_MARK`] when the
+/// judge needs no model for the pair (`dedup_core::same_wording`).
 pub fn pair_contrasts() -> Result<()> {
     use std::io::{BufRead, Write};
     #[derive(serde::Deserialize)]
@@ -225,10 +230,15 @@ pub fn pair_contrasts() -> Result<()> {
     Ok(())
 }
 
-/// The contrast kinds between `a` and `b`, in `CONTRAST_KINDS` order, each once.
+/// The contrast kinds between `a` and `b`, in `CONTRAST_KINDS` order, each once, then
+/// [`SAME_WORDING_MARK`] when it applies.
 fn pair_contrast_kinds(a: &str, b: &str) -> Vec<&'static str> {
     let found: Vec<&str> = dedup_core::contrast(a, b).iter().map(dedup_core::Contrast::kind).collect();
-    dedup_core::CONTRAST_KINDS.into_iter().filter(|k| found.contains(k)).collect()
+    let mut kinds: Vec<&str> = dedup_core::CONTRAST_KINDS.into_iter().filter(|k| found.contains(k)).collect();
+    if dedup_core::normalize_content(a) == dedup_core::normalize_content(b) || dedup_core::same_wording(a, b) {
+        kinds.push(SAME_WORDING_MARK);
+    }
+    kinds
 }
 
 /// The model lock, whose `repo` lines pin the shipped judge's files.
@@ -364,7 +374,9 @@ mod tests {
             let pos = |k| dedup_core::CONTRAST_KINDS.iter().position(|x| *x == k).unwrap();
             pos(w[0]) < pos(w[1])
         }));
-        assert!(pair_contrast_kinds("use type hints", "use type hints").is_empty());
+        assert_eq!(pair_contrast_kinds("use type hints", "Use type hints."), [SAME_WORDING_MARK]);
+        assert_eq!(pair_contrast_kinds("Install with pnpm.", "Install with `pnpm`"), [SAME_WORDING_MARK]);
+        assert!(!pair_contrast_kinds("Always run the tests.", "Run the tests.").contains(&SAME_WORDING_MARK));
     }
 
     #[test]

@@ -13,12 +13,15 @@
 //! `candidate_floor` are never judged: they are unique by their cosine alone.
 //!
 //! **Invariants:** the decision depends only on the scores, the cosine and the settings;
-//! a text is a duplicate of itself (texts equal after [`normalize_content`] are
-//! duplicates without asking the model).
+//! a text is a duplicate of itself (texts equal after [`normalize_content`], or with the
+//! same [`wording`](crate::wording), are duplicates without asking the model).
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Contrast, Error, PairJudgement, PairVerdict, Result, TextFeatures, contrast_features, normalize_content};
+use crate::{
+    Contrast, Error, PairJudgement, PairVerdict, Result, TextFeatures, contrast_features, normalize_content,
+    same_wording,
+};
 
 /// Without a cross-encoder, a pair below the uncertain band at this cosine or more reads
 /// as related (same topic, another claim), under it as unique.
@@ -286,11 +289,20 @@ impl LearnedJudgeSettings {
     /// [`LearnedJudgeSettings::review_contrasts`] hold a duplicate for review.
     pub fn judge(&self, first: &str, second: &str, scores: &PairScores, cosine: f32) -> PairJudgement {
         let (a, b) = (TextFeatures::new(first), TextFeatures::new(second));
-        if a.normalized == b.normalized {
+        let same = if a.normalized == b.normalized {
+            Some("the texts are the same after normalisation")
+        } else if same_wording(first, second) {
+            Some(
+                "the texts have the same words, numbers and signs in the same order; only case, punctuation or markup differ",
+            )
+        } else {
+            None
+        };
+        if let Some(reason) = same {
             return PairJudgement {
                 verdict: PairVerdict::Duplicate,
                 cosine,
-                reasons: vec!["the texts are the same after normalisation".to_owned()],
+                reasons: vec![reason.to_owned()],
                 contrasts: Vec::new(),
                 probability: Some(1.0),
                 relation: Some(Relation::Duplicate),
@@ -301,7 +313,7 @@ impl LearnedJudgeSettings {
 
     /// The verdict of a pair below the candidate floor: unique, without the model.
     pub fn below_floor(&self, first: &str, second: &str, cosine: f32) -> PairJudgement {
-        if normalize_content(first) == normalize_content(second) {
+        if normalize_content(first) == normalize_content(second) || same_wording(first, second) {
             return self.judge(first, second, &PairScores::default(), cosine);
         }
         PairJudgement {

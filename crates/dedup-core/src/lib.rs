@@ -48,6 +48,7 @@ mod specifics;
 pub mod strict_json;
 mod threshold;
 mod word_diff;
+mod wording;
 
 pub use api_error::{MAX_API_ERROR_TEXT, api_error_message, error_chain, truncate_error_text};
 pub use capture::{
@@ -96,3 +97,4 @@ pub use secrets::{REDACTION_PREFIX, SecretAction, SecretFinding, find_secrets, r
 pub use specifics::{Specific, missing_specifics, sentence_count, specifics};
 pub use threshold::{DEFAULT_THRESHOLD, THRESHOLD_ENV_VAR, Threshold};
 pub use word_diff::{DiffWord, word_diff};
+pub use wording::{same_wording, wording};

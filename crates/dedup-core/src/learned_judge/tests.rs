@@ -70,6 +70,21 @@ fn same_text_is_a_duplicate_without_the_model_and_below_floor_is_unique() {
 }
 
 #[test]
+fn same_wording_is_a_duplicate_without_the_model() {
+    let s = settings();
+    // The model reads the pair as another claim; the words, numbers and signs are the same.
+    let (a, b) = ("Install packages with pnpm, not npm.", "Install packages with `pnpm`, not `npm`");
+    let j = s.judge(a, b, &ce([0.0, 9.0, 0.0, -9.0]), 0.8);
+    assert_eq!(j.verdict, PairVerdict::Duplicate, "{j:?}");
+    assert_eq!(j.probability, Some(1.0));
+    assert!(j.reasons[0].contains("same words"), "{:?}", j.reasons);
+    assert_eq!(s.below_floor(a, b, 0.1).verdict, PairVerdict::Duplicate);
+    // Another sign is another claim: the model decides.
+    let j = s.judge("Set the offset to -5.", "Set the offset to 5.", &ce([0.0, 9.0, 0.0, -9.0]), 0.95);
+    assert_eq!(j.verdict, PairVerdict::Related, "{j:?}");
+}
+
+#[test]
 fn contrasts_are_explanations_not_causes() {
     let s = settings();
     let j =
