@@ -86,6 +86,25 @@ fn learned_add_stores_always_never_and_never_refuses_it() {
 }
 
 #[test]
+fn learned_add_refuses_a_copy_that_differs_only_in_markup_without_the_model() {
+    require_model();
+    let (_dir, db) = sqlite_db();
+    let first = add(&db, "The user's monorepo uses pnpm workspaces, so install packages with pnpm, not npm.");
+    assert!(first["stored"].is_u64(), "{first}");
+    let again = add(&db, "the user's monorepo uses pnpm workspaces, so install packages with `pnpm`, not `npm`");
+    let check = &again["check"];
+    assert_eq!(again["stored"], Value::Null, "{again}");
+    assert_eq!((check["judge"].as_str(), check["verdict"].as_str()), (Some("learned"), Some("duplicate")), "{again}");
+    assert_eq!(check["probability"].as_f64(), Some(1.0), "{check}");
+    assert!(check["reasons"][0].as_str().unwrap().contains("same words"), "{check}");
+    // A sign that carries meaning is not markup: the model decides, and a store keeps both.
+    let minus = add(&db, "Set the order book depth offset to -5 levels for the BTC market maker.");
+    assert!(minus["stored"].is_u64(), "{minus}");
+    let plus = add(&db, "Set the order book depth offset to 5 levels for the BTC market maker.");
+    assert_ne!(plus["check"]["probability"].as_f64(), Some(1.0), "{plus}");
+}
+
+#[test]
 fn learned_judge_without_its_model_falls_back_to_cosine_and_says_so() {
     require_model();
     // The installed model directory, without the judge's model file.

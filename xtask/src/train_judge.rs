@@ -235,7 +235,7 @@ pub fn pair_contrasts() -> Result<()> {
 fn pair_contrast_kinds(a: &str, b: &str) -> Vec<&'static str> {
     let found: Vec<&str> = dedup_core::contrast(a, b).iter().map(dedup_core::Contrast::kind).collect();
     let mut kinds: Vec<&str> = dedup_core::CONTRAST_KINDS.into_iter().filter(|k| found.contains(k)).collect();
-    if dedup_core::normalize_content(a) == dedup_core::normalize_content(b) || dedup_core::same_wording(a, b) {
+    if dedup_core::same_without_model(a, b) {
         kinds.push(SAME_WORDING_MARK);
     }
     kinds

@@ -225,7 +225,7 @@ pub fn group_judged(
 /// order. Pairs the judge calls duplicates are the links; `linkage` decides how groups
 /// may be joined, and a pair it needs that was not read is below the floor or outside
 /// every text's nearest neighbours and its completion round, so never a duplicate (unless
-/// the texts are the same after normalisation). The rejected pairs are those the judge left uncertain plus
+/// the judge needs no model for it: [`same_without_model`](crate::same_without_model)). The rejected pairs are those the judge left uncertain plus
 /// those it kept apart whose cosine reaches `report_from` (what a cosine threshold would
 /// have merged).
 ///
@@ -259,7 +259,7 @@ pub fn group_learned(
     let check = |a: usize, b: usize| match verdicts.get(&(a.min(b), a.max(b))) {
         Some(j) if j.is_duplicate() => Ok(j.cosine),
         Some(j) => Err(j.reasons.first().cloned().unwrap_or_else(|| j.verdict.as_str().to_owned())),
-        None if crate::normalize_content(texts[a]) == crate::normalize_content(texts[b]) => Ok(1.0),
+        None if crate::same_without_model(texts[a], texts[b]) => Ok(1.0),
         None => Err(format!(
             "not judged: cosine below the candidate floor {:.2}, or neither text among the other's {} nearest",
             settings.candidate_floor, settings.candidates

@@ -160,6 +160,17 @@ pub struct LearnedJudgeSettings {
     pub base: String,
 }
 
+/// The reason the learned judge gives for a pair of the same [`wording`](crate::wording).
+pub const SAME_WORDING_REASON: &str =
+    "the texts have the same words, numbers and signs in the same order; only case, punctuation or markup differ";
+
+/// Whether the learned judge takes two texts as duplicates without its models: the same
+/// text after [`normalize_content`], or the same [`wording`](crate::wording) (only case,
+/// punctuation or markup differ).
+pub fn same_without_model(first: &str, second: &str) -> bool {
+    normalize_content(first) == normalize_content(second) || same_wording(first, second)
+}
+
 impl LearnedJudgeSettings {
     /// Parses and checks a `judge.json`.
     pub fn parse(text: &str) -> Result<LearnedJudgeSettings> {
@@ -313,7 +324,7 @@ impl LearnedJudgeSettings {
 
     /// The verdict of a pair below the candidate floor: unique, without the model.
     pub fn below_floor(&self, first: &str, second: &str, cosine: f32) -> PairJudgement {
-        if normalize_content(first) == normalize_content(second) || same_wording(first, second) {
+        if same_without_model(first, second) {
             return self.judge(first, second, &PairScores::default(), cosine);
         }
         PairJudgement {

@@ -86,7 +86,7 @@ pub use judged::{
 };
 pub use learned_judge::{
     DEFAULT_CANDIDATES, Decision, FEATURES, LearnedJudgeSettings, MAX_CANDIDATES, PairScorer, PairScores,
-    RELATED_COSINE, RELATIONS, Relation, WEIGHTS_FORMS,
+    RELATED_COSINE, RELATIONS, Relation, SAME_WORDING_REASON, WEIGHTS_FORMS, same_without_model,
 };
 pub use local_judge::{LocalJudge, LocalJudgeParams, PairJudgement, PairVerdict};
 pub use merge::{Absorbed, MergePlan, MergedGroup, merge_counters};

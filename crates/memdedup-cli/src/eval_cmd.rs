@@ -110,7 +110,9 @@ impl Setting {
             Setting::Local { judge, .. } => {
                 pair.same_text || judge.verdict(pair.cosine, &pair.contrasts) == PairVerdict::Duplicate
             }
-            Setting::Learned { .. } => pair.same_text || pair.learned.as_ref().is_some_and(PairJudgement::is_duplicate),
+            Setting::Learned { .. } => {
+                pair.same_text || pair.same_wording || pair.learned.as_ref().is_some_and(PairJudgement::is_duplicate)
+            }
         }
     }
 
@@ -128,6 +130,9 @@ impl Setting {
             }
             Setting::Local { judge, .. } => judge.decide(pair.cosine, pair.contrasts.clone()).reasons,
             Setting::Learned { .. } if pair.same_text => vec!["the texts are the same after normalisation".to_owned()],
+            Setting::Learned { .. } if pair.same_wording && pair.learned.is_none() => {
+                vec![memdedup::crates::core::SAME_WORDING_REASON.to_owned()]
+            }
             Setting::Learned { settings, .. } => match &pair.learned {
                 Some(judgement) => judgement.reasons.clone(),
                 None if pair.cosine < settings.candidate_floor => vec![format!(
@@ -204,6 +209,9 @@ struct Outcome {
 struct PairInfo {
     cosine: f32,
     same_text: bool,
+    /// The same wording (`dedup_core::wording`; only case, punctuation or markup differ): the
+    /// learned judge takes the pair as a duplicate without its model.
+    same_wording: bool,
     contrasts: Vec<Contrast>,
     /// The learned judge's verdict, when it judged the pair (cosine at its candidate floor).
     learned: Option<PairJudgement>,
@@ -220,6 +228,7 @@ struct PairTable {
 impl PairTable {
     fn new(items: &[Item], embeddings: &[Embedding], floor: f32) -> PairTable {
         let features: Vec<TextFeatures> = items.iter().map(|i| TextFeatures::new(&i.text)).collect();
+        let wordings: Vec<String> = items.iter().map(|i| memdedup::crates::core::wording(&i.text)).collect();
         let mut pairs = BTreeMap::new();
         for a in 0..items.len() {
             for b in a + 1..items.len() {
@@ -232,7 +241,8 @@ impl PairTable {
                     continue;
                 }
                 let contrasts = if same_text { Vec::new() } else { contrast_features(&features[a], &features[b]) };
-                pairs.insert((a, b), PairInfo { cosine, same_text, contrasts, learned: None });
+                let same_wording = !wordings[a].is_empty() && wordings[a] == wordings[b];
+                pairs.insert((a, b), PairInfo { cosine, same_text, same_wording, contrasts, learned: None });
             }
         }
         PairTable { n: items.len(), pairs, embeddings: embeddings.to_vec() }

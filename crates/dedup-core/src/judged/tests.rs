@@ -187,6 +187,22 @@ fn learned_grouping_links_only_confirmed_pairs_and_reports_the_uncertain_ones() 
 }
 
 #[test]
+fn complete_linkage_takes_an_unread_pair_of_the_same_wording_as_confirmed() {
+    // 0 and 2 differ only in markup; only 0-1 and 1-2 were read (both duplicates).
+    let texts =
+        ["Install with pnpm, not npm.", "Use pnpm rather than npm for installs", "install with `pnpm`, not `npm`"];
+    let candidates = [Edge { a: 0, b: 1, score: 0.8 }, Edge { a: 1, b: 2, score: 0.8 }];
+    let dup = crate::PairScores { logits: Some([-5.0, -5.0, -5.0, 5.0]), tuned_cosine: None };
+    let judged = group_learned(&texts, &candidates, &[dup, dup], &learned_settings(), 0.85, Linkage::Complete).unwrap();
+    let groups: Vec<Vec<usize>> = judged.grouping.groups.iter().map(|g| g.members.clone()).collect();
+    assert_eq!(groups, vec![vec![0, 1, 2]]);
+    // Another sign is another text: the unread pair blocks the group.
+    let texts = ["Set the offset to -5.", "Use an offset of minus five", "Set the offset to 5."];
+    let judged = group_learned(&texts, &candidates, &[dup, dup], &learned_settings(), 0.85, Linkage::Complete).unwrap();
+    assert!(judged.grouping.groups.iter().all(|g| g.members.len() < 3), "{:?}", judged.grouping.groups);
+}
+
+#[test]
 fn keep_nearest_keeps_each_items_strongest_edges() {
     let e = |a, b, score| Edge { a, b, score };
     // Item 0 has four neighbours; with k = 2 only its two strongest stay, unless the
