@@ -303,9 +303,7 @@ impl LearnedJudgeSettings {
         let same = if a.normalized == b.normalized {
             Some("the texts are the same after normalisation")
         } else if same_wording(first, second) {
-            Some(
-                "the texts have the same words, numbers and signs in the same order; only case, punctuation or markup differ",
-            )
+            Some(SAME_WORDING_REASON)
         } else {
             None
         };
