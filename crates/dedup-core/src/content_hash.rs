@@ -71,7 +71,7 @@ impl fmt::Display for ContentHash {
 /// Characters [`normalize_content`] drops: zero-width space, non-joiner and joiner, word
 /// joiner, and the zero-width no-break space (U+FEFF, also the byte-order mark). They are
 /// invisible, so a text carrying one reads as an exact duplicate of the text without it.
-const ZERO_WIDTH: [char; 5] = ['\u{200b}', '\u{200c}', '\u{200d}', '\u{2060}', '\u{feff}'];
+pub(crate) const ZERO_WIDTH: [char; 5] = ['\u{200b}', '\u{200c}', '\u{200d}', '\u{2060}', '\u{feff}'];
 
 /// Whether `text` is blank: nothing but whitespace and the zero-width characters
 /// [`normalize_content`] drops (so its normalised form is empty). Such text is refused

@@ -13,6 +13,8 @@
 //! a word, backticks, quotes, brackets, asterisks and the sentence punctuation `.`, `,`,
 //! `;`, `:`, `!`, as well as words made only of dashes, bullets or ellipses.
 
+use crate::content_hash::ZERO_WIDTH;
+
 /// Signs stripped from the start of a word: opening markup.
 const START_MARKS: &[char] = &['`', '"', '\'', '“', '”', '«', '»', '(', '[', '{', '*'];
 
@@ -21,9 +23,6 @@ const END_MARKS: &[char] = &['`', '"', '\'', '“', '”', '«', '»', ')', ']',
 
 /// Words dropped when made only of these: dashes, bullets and ellipses.
 const FILLER_MARKS: &[char] = &['-', '–', '—', '*', '•', '·', '.', '…'];
-
-/// The zero-width characters [`normalize_content`](crate::normalize_content) drops.
-const ZERO_WIDTH: [char; 5] = ['\u{200b}', '\u{200c}', '\u{200d}', '\u{2060}', '\u{feff}'];
 
 /// The wording of `text`: its words in lowercase, in order, one space apart, each without
 /// the markup and sentence punctuation at its ends (a leading `.` is kept: `.env`, `.5`);
