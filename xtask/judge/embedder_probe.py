@@ -25,6 +25,7 @@ import torch
 from transformers import AutoModel, AutoTokenizer
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import calibrate as C  # noqa: E402
 import pairs as pairdata  # noqa: E402
 import train as T  # noqa: E402
 
@@ -53,7 +54,7 @@ def train_embedder(data, base, *, lr=2e-5, batch_size=32, scale=20.0, max_steps=
             for j in range(i + 1, len(members)):
                 a, b = (members[i], members[j]) if rng.random() < 0.5 else (members[j], members[i])
                 examples.append((a, b, negatives, g["group"]))
-    T.log(f"{len(groups)} train groups, {len(examples)} positive pairs")
+    C.log(f"{len(groups)} train groups, {len(examples)} positive pairs")
 
     def embed(texts):
         enc = tok(texts, truncation=True, max_length=128, padding=True, return_tensors="pt")
@@ -94,11 +95,11 @@ def train_embedder(data, base, *, lr=2e-5, batch_size=32, scale=20.0, max_steps=
         opt.zero_grad()
         steps = step
         if step % 25 == 0:
-            T.log(f"step {step}/{len(batches)} loss {loss.item():.3f} ({time.time() - started:.0f} s)")
+            C.log(f"step {step}/{len(batches)} loss {loss.item():.3f} ({time.time() - started:.0f} s)")
         if max_steps and step >= max_steps:
             break
         if max_minutes and time.time() - started > max_minutes * 60:
-            T.log(f"stopping at step {step}: the {max_minutes}-minute budget is spent")
+            C.log(f"stopping at step {step}: the {max_minutes}-minute budget is spent")
             break
     model.eval()
     return model, tok, steps
@@ -178,20 +179,20 @@ def main():
     test = [p for p in all_pairs if p["split"] == "test"]
     sets = [("data/judge test", [(p["a"], p["b"]) for p in test], [p["dup"] for p in test])]
     for path in args.fixture:
-        ab, y, _ = T.load_fixture_pairs(path)
+        ab, y, _ = C.load_fixture_pairs(path)
         sets.append((os.path.basename(path), ab, y))
     for spec in args.public:
         name, path = spec.split("=", 1)
-        ab, y, _ = T.load_public_pairs(path, 3000, args.seed)
+        ab, y, _ = C.load_public_pairs(path, 3000, args.seed)
         sets.append((name, ab, y))
     print("| set | base cosine AUC | tuned cosine AUC | base best F1 (threshold) | tuned best F1 (threshold) |")
     print("|---|---|---|---|---|")
     for name, ab, y in sets:
         y = np.asarray(y)
         cb, ct = base.cosines(ab), tuned.cosines(ab)
-        fb, tb = T.best_cosine(cb, y)
-        ft, tt = T.best_cosine(ct, y)
-        print(f"| {name} | {T.rounded(T.roc_auc(cb, y))} | {T.rounded(T.roc_auc(ct, y))} | "
+        fb, tb = C.best_cosine(cb, y)
+        ft, tt = C.best_cosine(ct, y)
+        print(f"| {name} | {C.rounded(C.roc_auc(cb, y))} | {C.rounded(C.roc_auc(ct, y))} | "
               f"{fb:.3f} ({tb}) | {ft:.3f} ({tt}) |", flush=True)
 
 

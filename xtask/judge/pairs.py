@@ -234,6 +234,102 @@ def mine_neighbours(groups, embed, per_text, floor, ceiling=0.75, related_from=0
     return out
 
 
+def fixture_components(rows):
+    """The memories of a labelled file (`tests/fixtures/...`) in connected components: two
+    clusters are one component when one names the other as `near` (a hard negative written
+    against it), so a rule and its look-alikes always fall on the same side of a split.
+    Returns, for each cluster id, its component's key: the smallest cluster id in it."""
+    parent = {r["cluster"]: r["cluster"] for r in rows}
+
+    def find(c):
+        while parent[c] != c:
+            parent[c] = parent[parent[c]]
+            c = parent[c]
+        return c
+
+    for r in rows:
+        if r.get("near") in parent:
+            a, b = find(r["cluster"]), find(r["near"])
+            parent[max(a, b)] = min(a, b)
+    return {c: find(c) for c in parent}
+
+
+def split_fixture(path, out_dir, seed=13):
+    """Splits a labelled memories file in two by component (`fixture_components`), half
+    and half by the sha256 of the seed and the component's key, and writes the halves as
+    `NAME.train.jsonl` and `NAME.calib.jsonl` in `out_dir`. Returns their paths. The train
+    half is trained on; the calib half takes the whole file's place in the calibration,
+    so no memory is both trained and calibrated on."""
+    with open(path, encoding="utf-8") as f:
+        lines = [line for line in f if line.strip()]
+    rows = [json.loads(line) for line in lines]
+    component = fixture_components(rows)
+    name = os.path.splitext(os.path.basename(path))[0]
+    out = {"train": os.path.join(out_dir, f"{name}.train.jsonl"), "calib": os.path.join(out_dir, f"{name}.calib.jsonl")}
+    halves = {"train": [], "calib": []}
+    for line, r in zip(lines, rows):
+        key = f"{seed}:{component[r['cluster']]}".encode("utf-8")
+        half = "train" if int(hashlib.sha256(key).hexdigest()[:8], 16) % 2 == 0 else "calib"
+        halves[half].append(line if line.endswith("\n") else line + "\n")
+    for half, path_out in out.items():
+        with open(path_out + ".tmp", "w", encoding="utf-8") as f:
+            f.writelines(halves[half])
+        os.replace(path_out + ".tmp", path_out)
+    return out["train"], out["calib"]
+
+
+def fixture_train_pairs(path, embed, neighbours=2, floor=0.30, related_from=0.5):
+    """Train pairs from a labelled memories file (the train half `split_fixture` wrote):
+    every two memories of one cluster a duplicate; a memory written against a cluster
+    (`near`, with its `error` kind) with each of that cluster's memories, a contradiction
+    for an opposite and related otherwise; any two memories of different clusters that
+    are near the same cluster related (other claims on one topic); and each memory with its
+    `neighbours` most similar memories of other components of its namespace (base cosine
+    at or above `floor`): related from `related_from`, else unique. These are the real
+    memories' own look-alikes, which the hand-written groups only imitate."""
+    with open(path, encoding="utf-8") as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    component = fixture_components(rows)
+    name = os.path.splitext(os.path.basename(path))[0]
+    out, seen = [], set()
+
+    def add(i, j, relation, kind):
+        key = (min(i, j), max(i, j))
+        if i != j and key not in seen:
+            seen.add(key)
+            a, b = rows[i], rows[j]
+            out.append(pair(a["text"], b["text"], relation, kind, f"{name}:{a['cluster']}", "fixture:" + a.get("namespace", ""),
+                            "train"))
+
+    by_cluster = {}
+    for i, r in enumerate(rows):
+        by_cluster.setdefault(r["cluster"], []).append(i)
+    for i, r in enumerate(rows):
+        for j in by_cluster[r["cluster"]]:
+            add(i, j, "duplicate", "fixture")
+        if r.get("near") in by_cluster:
+            kind = r.get("error", "topic")
+            relation = "contradiction" if kind in CONTRADICTION_KINDS | {"opposite"} else "related"
+            for j in by_cluster[r["near"]]:
+                add(i, j, relation, kind)
+            for j, other in enumerate(rows):
+                if other.get("near") == r["near"] and other["cluster"] != r["cluster"]:
+                    add(i, j, "related", "topic")
+    if neighbours:
+        vecs = embed([r["text"] for r in rows])
+        for i, r in enumerate(rows):
+            sims = vecs @ vecs[i]
+            taken = 0
+            for j in sorted(range(len(rows)), key=lambda j: -sims[j]):
+                if taken == neighbours or sims[j] < floor:
+                    break
+                if rows[j].get("namespace") != r.get("namespace") or component[rows[j]["cluster"]] == component[r["cluster"]]:
+                    continue
+                add(i, j, "related" if sims[j] >= related_from else "unique", "neighbour")
+                taken += 1
+    return out
+
+
 NLI_RELATIONS = {"contradiction": "contradiction", "neutral": "related"}
 
 

@@ -16,6 +16,7 @@ import sys
 import numpy as np
 from transformers import AutoTokenizer
 
+import calibrate as C
 import pairs as pairdata
 import train
 
@@ -36,15 +37,15 @@ def main(model_dir, data_dir, base, contrasts_bin):
     w, b = st["decision"]["weights"], st["decision"]["bias"]
     prob = np.zeros(len(ab))
     prob[keep] = 1 / (1 + np.exp(-(b + w[0] * train.dup_log_odds(logits) + w[1] * cos[keep])))
-    found = train.contrast_kinds(contrasts_bin, ab)
+    found = C.contrast_kinds(contrasts_bin, ab)
     held = np.array([any(k in f for k in st.get("review_contrasts", [])) for f in found], dtype=bool)
     read = cos >= st["candidate_floor"]
     dup = (prob >= st["duplicate_threshold"]) & ~held & read
     unsure = (prob >= st["uncertain_threshold"]) & ~dup & read
     kinds = np.array([p["kind"] for p in ps])
     for name, mask in (("all", np.ones(len(ps), bool)), ("test split", np.array([p["split"] == "test" for p in ps]))):
-        print(f"{name}: {int(mask.sum())} pairs, {int(y[mask].sum())} duplicates: {train.prf(dup[mask], y[mask])}, "
-              f"uncertain {int(unsure[mask].sum())}, ROC AUC {train.rounded(train.roc_auc(prob[mask], y[mask]))}")
+        print(f"{name}: {int(mask.sum())} pairs, {int(y[mask].sum())} duplicates: {C.prf(dup[mask], y[mask])}, "
+              f"uncertain {int(unsure[mask].sum())}, ROC AUC {C.rounded(C.roc_auc(prob[mask], y[mask]))}")
         for kind in sorted(set(kinds[mask])):
             m = mask & (kinds == kind)
             what = "found" if y[m].all() else "merged"

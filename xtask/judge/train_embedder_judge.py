@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import calibrate as C  # noqa: E402
 import embedder_probe as E  # noqa: E402
 import pairs as pairdata  # noqa: E402
 import train as T  # noqa: E402
@@ -62,7 +63,7 @@ def main():
                                              max_minutes=args.max_minutes, smoke=args.smoke,
                                              max_steps=3 if args.smoke else 0)
     train_minutes = (time.time() - t0) / 60
-    T.log(f"trained {steps} steps in {train_minutes:.1f} min")
+    C.log(f"trained {steps} steps in {train_minutes:.1f} min")
 
     # Export, quantise, verify on the test split.
     groups = pairdata.load_groups(args.data)
@@ -89,8 +90,8 @@ def main():
         E.onnx_embeddings(path, tok, texts, args.max_len, args.threads)
         check[label] = {"max_abs_cosine_diff_vs_torch": float(np.abs(cos - torch_cos).max()),
                         "ms_per_text": round((time.time() - started) * 1000 / max(1, len(texts)), 2),
-                        "auc": T.rounded(T.roc_auc(cos, test_y)), "bytes": os.path.getsize(path)}
-        T.log(f"{label}: {check[label]}")
+                        "auc": C.rounded(C.roc_auc(cos, test_y)), "bytes": os.path.getsize(path)}
+        C.log(f"{label}: {check[label]}")
     chosen = "int8" if (check["int8"]["auc"] is None or check["fp32"]["auc"] is None
                         or check["int8"]["auc"] >= check["fp32"]["auc"] - 0.005) else "fp32"
     final = os.path.join(args.out, MODEL_FILE)
@@ -105,44 +106,44 @@ def main():
     calib_ab = [(p["a"], p["b"]) for p in split["calib"]]
     fit_t, fit_y = [tuned_cos(calib_ab)], [np.array([p["dup"] for p in split["calib"]])]
     for path in args.calib_fixture:
-        ab, y, _ = T.load_fixture_pairs(path)
+        ab, y, _ = C.load_fixture_pairs(path)
         if args.smoke:
             ab, y = ab[:200], y[:200]
         cos = base.cosines(ab)
         keep = [i for i in range(len(ab)) if cos[i] >= args.candidate_floor]
         fit_t.append(tuned_cos([ab[i] for i in keep]))
         fit_y.append(np.asarray(y)[keep])
-        T.log(f"calibration fixture {os.path.basename(path)}: {len(keep)} candidate pairs")
+        C.log(f"calibration fixture {os.path.basename(path)}: {len(keep)} candidate pairs")
     fit_t, fit_y = np.concatenate(fit_t), np.concatenate(fit_y)
-    head = T.fit_logistic(fit_t[:, None], fit_y)
-    fit_p = T.probability(head, fit_t[:, None])
-    threshold, uncertain, rule, f_one = T.choose_thresholds(fit_p, fit_y, args.precision)
+    head = C.fit_logistic(fit_t[:, None], fit_y)
+    fit_p = C.probability(head, fit_t[:, None])
+    threshold, uncertain, rule, f_one = C.choose_thresholds(fit_p, fit_y, args.precision)
     settings = {"candidate_floor": args.candidate_floor, "duplicate_threshold": threshold,
                 "uncertain_threshold": uncertain}
-    T.log(f"head w={head[0].tolist()} b={head[1]:.4f}; settings {settings}; {rule}; F1 peak {f_one:.3f}")
+    C.log(f"head w={head[0].tolist()} b={head[1]:.4f}; settings {settings}; {rule}; F1 peak {f_one:.3f}")
 
     results = []
     eval_sets = [("data/judge test", test_ab, test_y.tolist(),
                   [p["kind"] if not p["dup"] else "" for p in split["test"]])]
     for path in args.fixture:
-        ab, y, kinds = T.load_fixture_pairs(path)
+        ab, y, kinds = C.load_fixture_pairs(path)
         if args.smoke:
             ab, y, kinds = ab[:200], y[:200], kinds[:200]
         name = os.path.basename(path) + (" (calibration)" if path in args.calib_fixture else "")
         eval_sets.append((name, ab, y, kinds))
     for spec in args.public:
         name, path = spec.split("=", 1)
-        ab, y, kinds = T.load_public_pairs(path, args.public_limit, args.seed)
+        ab, y, kinds = C.load_public_pairs(path, args.public_limit, args.seed)
         eval_sets.append((name, ab, y, kinds))
     for name, ab, y, kinds in eval_sets:
         tc = tuned_cos(ab)
-        prob = T.probability(head, tc[:, None])
-        res = T.evaluate(name, ab, y, kinds, base.cosines(ab), prob, settings)
-        res["tuned_cosine_auc"] = T.rounded(T.roc_auc(tc, np.asarray(y)))
-        f, t = T.best_cosine(tc, np.asarray(y))
+        prob = C.probability(head, tc[:, None])
+        res = C.evaluate(name, ab, y, kinds, base.cosines(ab), prob, settings)
+        res["tuned_cosine_auc"] = C.rounded(C.roc_auc(tc, np.asarray(y)))
+        f, t = C.best_cosine(tc, np.asarray(y))
         res["best_tuned_cosine"] = {"f1": round(f, 4), "threshold": t}
         results.append(res)
-        T.log(json.dumps(res))
+        C.log(json.dumps(res))
 
     tok.save_pretrained(os.path.join(args.out, "tokenizer"))
     if not args.weights:
@@ -172,7 +173,7 @@ def main():
     with open(os.path.join(args.out, "metrics.json"), "w") as f:
         json.dump(metrics, f, indent=2)
         f.write("\n")
-    T.log(f"wrote {final} ({chosen}, sha256 {judge['embedder_sha256']})")
+    C.log(f"wrote {final} ({chosen}, sha256 {judge['embedder_sha256']})")
 
 
 if __name__ == "__main__":
