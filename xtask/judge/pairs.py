@@ -309,7 +309,7 @@ def fixture_train_pairs(path, embed, neighbours=2, floor=0.30, related_from=0.5)
             add(i, j, "duplicate", "fixture")
         if r.get("near") in by_cluster:
             kind = r.get("error", "topic")
-            relation = "contradiction" if kind in CONTRADICTION_KINDS | {"opposite"} else "related"
+            relation = negative_relation(kind)
             for j in by_cluster[r["near"]]:
                 add(i, j, relation, kind)
             for j, other in enumerate(rows):
