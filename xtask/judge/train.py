@@ -100,6 +100,48 @@ def batches_by_length(items, tok_len, batch_size, rng):
     return out
 
 
+def batches_by_group(groups, batch_size, rng):
+    """Shuffled batches that keep each group's pairs together (a group larger than a batch
+    is cut), so that a text's duplicate and its look-alike negatives meet in one batch."""
+    by_group = {}
+    for i, g in enumerate(groups):
+        by_group.setdefault(g, []).append(i)
+    keys = list(by_group)
+    rng.shuffle(keys)
+    out, current = [], []
+    for key in keys:
+        members = by_group[key]
+        rng.shuffle(members)
+        if current and len(current) + len(members) > batch_size:
+            out.append(current)
+            current = []
+        for s in range(0, len(members), batch_size):
+            part = members[s:s + batch_size]
+            if len(part) == batch_size:
+                out.append(part)
+            else:
+                current.extend(part)
+    if current:
+        out.append(current)
+    rng.shuffle(out)
+    return out
+
+
+def ranking_loss(logits, items):
+    """Mean softplus(s_neg - s_dup) over the batch's pairs of pairs that share a text, one a
+    duplicate and the other related or a contradiction, where s is the duplicate log-odds:
+    a text's restatement should score above its look-alikes."""
+    rest = torch.cat([logits[:, :DUP], logits[:, DUP + 1:]], dim=1)
+    score = logits[:, DUP] - torch.logsumexp(rest, dim=1)
+    dup = [i for i, it in enumerate(items) if it[2] == DUP]
+    near = [j for j, it in enumerate(items) if RELATIONS[it[2]] in ("related", "contradiction")]
+    pairs = [(i, j) for i in dup for j in near if {items[i][0], items[i][1]} & {items[j][0], items[j][1]}]
+    if not pairs:
+        return logits.sum() * 0.0
+    i, j = torch.tensor([p[0] for p in pairs]), torch.tensor([p[1] for p in pairs])
+    return nn.functional.softplus(score[j] - score[i]).mean()
+
+
 def train_cross_encoder(args, train_pairs, tok):
     rng = random.Random(args.seed)
     torch.manual_seed(args.seed)
@@ -118,8 +160,10 @@ def train_cross_encoder(args, train_pairs, tok):
     for p in train_pairs:
         a, b = (p["a"], p["b"]) if rng.random() < 0.5 else (p["b"], p["a"])
         examples.append((a, b, RELATIONS.index(p["relation"])))
+    groups = [p.get("group") or f"pair-{i}" for i, p in enumerate(train_pairs)]
     lengths = [len(a) + len(b) for a, b, _ in examples]
-    steps_per_epoch = math.ceil(len(examples) / args.batch_size)
+    steps_per_epoch = (len(batches_by_group(groups, args.batch_size, random.Random(args.seed))) if args.rank_loss
+                       else math.ceil(len(examples) / args.batch_size))
     total = math.ceil(steps_per_epoch * args.epochs)
     head_params = list(model.head.parameters())
     enc_params = [p for p in model.encoder.parameters() if p.requires_grad]
@@ -131,7 +175,9 @@ def train_cross_encoder(args, train_pairs, tok):
     loss_fn = nn.CrossEntropyLoss()
     step, start = 0, time.time()
     for epoch in range(math.ceil(args.epochs)):
-        for batch in batches_by_length(examples, lengths, args.batch_size, rng):
+        batches = (batches_by_group(groups, args.batch_size, rng) if args.rank_loss
+                   else batches_by_length(examples, lengths, args.batch_size, rng))
+        for batch in batches:
             if step == total:
                 break
             items = [examples[i] for i in batch]
@@ -139,6 +185,8 @@ def train_cross_encoder(args, train_pairs, tok):
             labels = torch.tensor([y for _, _, y in items])
             logits = model(enc["input_ids"], enc["attention_mask"], enc["token_type_ids"])
             loss = loss_fn(logits, labels)
+            if args.rank_loss:
+                loss = loss + args.rank_loss * ranking_loss(logits, items)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
@@ -334,6 +382,10 @@ def main():
     ap.add_argument("--neighbours", type=int, default=0,
                     help="per train-split member, this many nearest texts of other groups of its domain "
                          "(base cosine within [floor, 0.85]) as unique pairs (pairs.mine_neighbours)")
+    ap.add_argument("--rank-loss", type=float, default=0,
+                    help="weight of a second loss: in batches that keep a group's pairs together, a text's "
+                         "duplicate should score above its related or contradicting look-alikes "
+                         "(ranking_loss; tried, not shipped)")
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--lr", type=float, default=8e-5)
     ap.add_argument("--max-len", type=int, default=96)
@@ -406,7 +458,7 @@ def main():
         record.update({k: prior_metrics[k] for k in ("train_layers", "train_epochs", "train_head", "train_neighbours",
                                                           "train_restated", "train_restated_negatives", "train_nearcopy",
                                                           "train_nearcopy_negatives", "train_freeze_layers", "train_fixtures",
-                                                          "train_fixture_repeat")
+                                                          "train_fixture_repeat", "train_rank_loss")
                        if k in prior_metrics})
         log(f"calibrating the trained model in {args.model} (sha256 {sha256(final)})")
     else:
@@ -422,7 +474,8 @@ def main():
                   "train_nearcopy_negatives": args.nearcopy_negatives,
                   "train_freeze_layers": args.freeze_layers or None,
                   "train_fixtures": [os.path.basename(f) for f in args.train_fixture] or None,
-                  "train_fixture_repeat": args.fixture_repeat if args.train_fixture else None, "train_minutes": round(train_minutes, 1), "export": check}
+                  "train_fixture_repeat": args.fixture_repeat if args.train_fixture else None,
+                  "train_rank_loss": args.rank_loss or None, "train_minutes": round(train_minutes, 1), "export": check}
 
     # Everything below scores with the exported file that ships, as memdedup will.
     embedder = Embedder(args.base)
