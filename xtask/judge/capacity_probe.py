@@ -1,0 +1,139 @@
+"""Does a larger checkpoint read pairs better? Trains a cross-encoder from CHECKPOINT on one
+fixed random sample of the train split and measures how it ranks held-out pairs, so that two
+checkpoints can be compared on equal data and steps (no export, no calibration, nothing
+shipped).
+
+    python3 xtask/judge/capacity_probe.py --base CHECKPOINT --embedder MINILM_DIR \
+        [--pairs 8000] [--lr 8e-5] [--max-minutes 50]
+
+Same head as train.py (mean pooling, four relation logits; the word embeddings frozen),
+one epoch, AdamW with linear warm-up and decay. Reported: ROC AUC of the duplicate
+log-odds on 2,000 pairs of the data/judge test split, and on the candidate pairs (cosine
+>= 0.30 by MINILM_DIR, the embedder memdedup ships) of the labelled memory files: every
+candidate pair, and duplicates against hard negatives alone; best F1 in hindsight over the
+candidates.
+"""
+import argparse
+import math
+import os
+import random
+import sys
+import time
+
+import numpy as np
+import torch
+from torch import nn
+from transformers import AutoModel, AutoTokenizer
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import calibrate as C  # noqa: E402
+import pairs as pairdata  # noqa: E402
+from cosine_probe import best_f1, cosines, embedder  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DUP = pairdata.RELATIONS.index("duplicate")
+
+
+class Model(nn.Module):
+    def __init__(self, base):
+        super().__init__()
+        self.encoder = AutoModel.from_pretrained(base)
+        self.head = nn.Linear(self.encoder.config.hidden_size, len(pairdata.RELATIONS))
+        self.dropout = nn.Dropout(0.1)
+
+    def forward(self, enc):
+        hidden = self.encoder(**enc).last_hidden_state
+        mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+        return self.head(self.dropout((hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)))
+
+
+def log_odds(logits):
+    rest = torch.cat([logits[:, :DUP], logits[:, DUP + 1:]], dim=1)
+    return (logits[:, DUP] - torch.logsumexp(rest, dim=1)).numpy()
+
+
+@torch.no_grad()
+def score(model, tok, ab, max_len, batch=64):
+    model.eval()
+    out = np.zeros(len(ab))
+    order = sorted(range(len(ab)), key=lambda i: len(ab[i][0]) + len(ab[i][1]))
+    for s in range(0, len(order), batch):
+        idx = order[s:s + batch]
+        pairs = [tuple(sorted(ab[i])) for i in idx]  # the runtime's canonical order
+        enc = tok([a for a, _ in pairs], [b for _, b in pairs], truncation="longest_first",
+                  max_length=max_len, padding=True, return_tensors="pt")
+        out[idx] = log_odds(model(enc))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--base", required=True)
+    ap.add_argument("--embedder", required=True, help="the shipped embedder, for the candidate floor")
+    ap.add_argument("--pairs", type=int, default=8000)
+    ap.add_argument("--lr", type=float, default=8e-5)
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--max-len", type=int, default=96)
+    ap.add_argument("--max-minutes", type=float, default=0)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=13)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    rng = random.Random(args.seed)
+
+    all_pairs = pairdata.build_pairs(pairdata.load_groups(os.path.join(ROOT, "data", "judge")), seed=args.seed)
+    train = [p for p in all_pairs if p["split"] == "train"]
+    train = random.Random(args.seed).sample(train, min(args.pairs, len(train)))
+    test = random.Random(args.seed).sample([p for p in all_pairs if p["split"] == "test"], 2000)
+
+    tok = AutoTokenizer.from_pretrained(args.base)
+    model = Model(args.base)
+    model.encoder.embeddings.word_embeddings.weight.requires_grad_(False)
+    examples = [((p["a"], p["b"]) if rng.random() < 0.5 else (p["b"], p["a"]), pairdata.RELATIONS.index(p["relation"]))
+                for p in train]
+    rng.shuffle(examples)
+    total = math.ceil(len(examples) / args.batch_size)
+    opt = torch.optim.AdamW([{"params": [p for p in model.encoder.parameters() if p.requires_grad], "lr": args.lr},
+                             {"params": model.head.parameters(), "lr": args.lr * 20}], weight_decay=0.01)
+    warmup = max(1, int(0.06 * total))
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min(1.0, (s + 1) / warmup) * max(0.0, (total - s) / max(1, total - warmup)))
+    model.train()
+    start = time.time()
+    for step in range(total):
+        items = examples[step * args.batch_size:(step + 1) * args.batch_size]
+        enc = tok([a for (a, _), _ in items], [b for (_, b), _ in items], truncation="longest_first",
+                  max_length=args.max_len, padding=True, return_tensors="pt")
+        loss = nn.functional.cross_entropy(model(enc), torch.tensor([y for _, y in items]))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        opt.zero_grad()
+        if (step + 1) % 25 == 0:
+            print(f"step {step + 1}/{total} loss {loss.item():.3f} {(time.time() - start) / 60:.1f} min", flush=True)
+        if args.max_minutes and time.time() - start > args.max_minutes * 60:
+            print(f"stopped at the time budget, step {step + 1}/{total}", flush=True)
+            break
+    print(f"trained {len(train)} pairs in {(time.time() - start) / 60:.1f} min", flush=True)
+
+    s = score(model, tok, [(p["a"], p["b"]) for p in test], args.max_len)
+    print(f"data/judge test (2,000)\tROC AUC {C.roc_auc(s, np.array([p['dup'] for p in test])):.3f}", flush=True)
+    embed = embedder(args.embedder)
+    fixtures = os.path.join(ROOT, "tests", "fixtures")
+    for name, path in [("tune.jsonl", "labelled/tune.jsonl"), ("holdout.jsonl", "labelled/holdout.jsonl"),
+                       ("memories_dev.jsonl", "memories_dev.jsonl")]:
+        ab, y, kinds = C.load_fixture_pairs(os.path.join(fixtures, path))
+        keep = np.where(cosines(embed, ab) >= 0.30)[0]
+        y, hard = np.asarray(y)[keep], np.asarray(kinds)[keep] == "hard_negative"
+        s = score(model, tok, [ab[i] for i in keep], args.max_len)
+        pos_hard = np.r_[s[y == 1], s[hard]]
+        auc_hard = C.roc_auc(pos_hard, np.r_[np.ones((y == 1).sum()), np.zeros(hard.sum())])
+        f1, _ = best_f1(s, y)
+        print(f"{name}\tcandidates {len(keep)}\tROC AUC {C.roc_auc(s, y):.3f}\tduplicates vs hard negatives "
+              f"{auc_hard:.3f}\tbest F1 in hindsight {f1:.3f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
