@@ -4,7 +4,7 @@ checkpoints can be compared on equal data and steps (no export, no calibration, 
 shipped).
 
     python3 xtask/judge/capacity_probe.py --base CHECKPOINT --embedder MINILM_DIR \
-        [--pairs 8000] [--lr 8e-5] [--max-minutes 50]
+        [--pairs 8000] [--lr 8e-5] [--layers N] [--max-minutes 50]
 
 Same head as train.py (mean pooling, four relation logits; the word embeddings frozen),
 one epoch, AdamW with linear warm-up and decay. Reported: ROC AUC of the duplicate
@@ -35,9 +35,13 @@ DUP = pairdata.RELATIONS.index("duplicate")
 
 
 class Model(nn.Module):
-    def __init__(self, base):
+    def __init__(self, base, layers=0):
         super().__init__()
         self.encoder = AutoModel.from_pretrained(base)
+        if layers:
+            # Only the first `layers` transformer layers: less arithmetic per pair.
+            self.encoder.encoder.layer = nn.ModuleList(self.encoder.encoder.layer[:layers])
+            self.encoder.config.num_hidden_layers = layers
         self.head = nn.Linear(self.encoder.config.hidden_size, len(pairdata.RELATIONS))
         self.dropout = nn.Dropout(0.1)
 
@@ -71,6 +75,7 @@ def main():
     ap.add_argument("--base", required=True)
     ap.add_argument("--embedder", required=True, help="the shipped embedder, for the candidate floor")
     ap.add_argument("--pairs", type=int, default=8000)
+    ap.add_argument("--layers", type=int, default=0, help="keep only the first N transformer layers (0: all)")
     ap.add_argument("--lr", type=float, default=8e-5)
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--max-len", type=int, default=96)
@@ -88,7 +93,7 @@ def main():
     test = random.Random(args.seed).sample([p for p in all_pairs if p["split"] == "test"], 2000)
 
     tok = AutoTokenizer.from_pretrained(args.base)
-    model = Model(args.base)
+    model = Model(args.base, args.layers)
     model.encoder.embeddings.word_embeddings.weight.requires_grad_(False)
     examples = [((p["a"], p["b"]) if rng.random() < 0.5 else (p["b"], p["a"]), pairdata.RELATIONS.index(p["relation"]))
                 for p in train]
