@@ -29,9 +29,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import calibrate as C  # noqa: E402
 import pairs as pairdata  # noqa: E402
 from cosine_probe import best_f1, cosines, embedder  # noqa: E402
+from train import dup_log_odds, optimiser  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-DUP = pairdata.RELATIONS.index("duplicate")
 
 
 class Model(nn.Module):
@@ -51,11 +51,6 @@ class Model(nn.Module):
         return self.head(self.dropout((hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)))
 
 
-def log_odds(logits):
-    rest = torch.cat([logits[:, :DUP], logits[:, DUP + 1:]], dim=1)
-    return (logits[:, DUP] - torch.logsumexp(rest, dim=1)).numpy()
-
-
 @torch.no_grad()
 def score(model, tok, ab, max_len, batch=64):
     model.eval()
@@ -66,7 +61,7 @@ def score(model, tok, ab, max_len, batch=64):
         pairs = [tuple(sorted(ab[i])) for i in idx]  # the runtime's canonical order
         enc = tok([a for a, _ in pairs], [b for _, b in pairs], truncation="longest_first",
                   max_length=max_len, padding=True, return_tensors="pt")
-        out[idx] = log_odds(model(enc))
+        out[idx] = dup_log_odds(model(enc).numpy())
     return out
 
 
@@ -99,11 +94,7 @@ def main():
                 for p in train]
     rng.shuffle(examples)
     total = math.ceil(len(examples) / args.batch_size)
-    opt = torch.optim.AdamW([{"params": [p for p in model.encoder.parameters() if p.requires_grad], "lr": args.lr},
-                             {"params": model.head.parameters(), "lr": args.lr * 20}], weight_decay=0.01)
-    warmup = max(1, int(0.06 * total))
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min(1.0, (s + 1) / warmup) * max(0.0, (total - s) / max(1, total - warmup)))
+    opt, sched = optimiser(model, args.lr, total)
     model.train()
     start = time.time()
     for step in range(total):

@@ -142,6 +142,18 @@ def ranking_loss(logits, items):
     return nn.functional.softplus(score[j] - score[i]).mean()
 
 
+def optimiser(model, lr, total):
+    """AdamW over the encoder's trainable weights at `lr` and the head at 20 times that,
+    with a linear warm-up over the first 6 % of `total` steps and a linear decay after."""
+    enc_params = [p for p in model.encoder.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW([{"params": enc_params, "lr": lr},
+                             {"params": list(model.head.parameters()), "lr": lr * 20}], weight_decay=0.01)
+    warmup = max(1, int(0.06 * total))
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min(1.0, (s + 1) / warmup) * max(0.0, (total - s) / max(1, total - warmup)))
+    return opt, sched
+
+
 def train_cross_encoder(args, train_pairs, tok):
     rng = random.Random(args.seed)
     torch.manual_seed(args.seed)
@@ -165,13 +177,7 @@ def train_cross_encoder(args, train_pairs, tok):
     steps_per_epoch = (len(batches_by_group(groups, args.batch_size, random.Random(args.seed))) if args.rank_loss
                        else math.ceil(len(examples) / args.batch_size))
     total = math.ceil(steps_per_epoch * args.epochs)
-    head_params = list(model.head.parameters())
-    enc_params = [p for p in model.encoder.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW([{"params": enc_params, "lr": args.lr},
-                             {"params": head_params, "lr": args.lr * 20}], weight_decay=0.01)
-    warmup = max(1, int(0.06 * total))
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min(1.0, (s + 1) / warmup) * max(0.0, (total - s) / max(1, total - warmup)))
+    opt, sched = optimiser(model, args.lr, total)
     loss_fn = nn.CrossEntropyLoss()
     step, start = 0, time.time()
     for epoch in range(math.ceil(args.epochs)):
