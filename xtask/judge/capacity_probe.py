@@ -65,6 +65,32 @@ def score(model, tok, ab, max_len, batch=64):
     return out
 
 
+def report(model, tok, test, embedder_dir, max_len, smoke=False):
+    """Prints and returns how `model` ranks the `test` pairs and the candidate pairs (cosine
+    >= 0.30 by `embedder_dir`) of the labelled memory files."""
+    s = score(model, tok, [(p["a"], p["b"]) for p in test], max_len)
+    out = {"test_pairs": len(test), "test_roc_auc": round(C.roc_auc(s, np.array([p["dup"] for p in test])), 4)}
+    print(f"data/judge test ({len(test)})\tROC AUC {out['test_roc_auc']:.3f}", flush=True)
+    embed = embedder(embedder_dir)
+    fixtures = os.path.join(ROOT, "tests", "fixtures")
+    for name, path in [("tune.jsonl", "labelled/tune.jsonl"), ("holdout.jsonl", "labelled/holdout.jsonl"),
+                       ("memories_dev.jsonl", "memories_dev.jsonl")]:
+        ab, y, kinds = C.load_fixture_pairs(os.path.join(fixtures, path))
+        if smoke:
+            ab, y, kinds = ab[:300], y[:300], kinds[:300]
+        keep = np.where(cosines(embed, ab) >= 0.30)[0]
+        y, hard = np.asarray(y)[keep], np.asarray(kinds)[keep] == "hard_negative"
+        s = score(model, tok, [ab[i] for i in keep], max_len)
+        pos_hard = np.r_[s[y == 1], s[hard]]
+        auc_hard = C.roc_auc(pos_hard, np.r_[np.ones((y == 1).sum()), np.zeros(hard.sum())])
+        f1, _ = best_f1(s, y)
+        out[name] = {"candidates": int(len(keep)), "roc_auc": round(C.roc_auc(s, y), 4),
+                     "duplicates_vs_hard_negatives": round(auc_hard, 4), "best_f1_in_hindsight": round(f1, 4)}
+        print(f"{name}\tcandidates {len(keep)}\tROC AUC {C.roc_auc(s, y):.3f}\tduplicates vs hard negatives "
+              f"{auc_hard:.3f}\tbest F1 in hindsight {f1:.3f}", flush=True)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--base", required=True)
@@ -114,21 +140,7 @@ def main():
             break
     print(f"trained {len(train)} pairs in {(time.time() - start) / 60:.1f} min", flush=True)
 
-    s = score(model, tok, [(p["a"], p["b"]) for p in test], args.max_len)
-    print(f"data/judge test (2,000)\tROC AUC {C.roc_auc(s, np.array([p['dup'] for p in test])):.3f}", flush=True)
-    embed = embedder(args.embedder)
-    fixtures = os.path.join(ROOT, "tests", "fixtures")
-    for name, path in [("tune.jsonl", "labelled/tune.jsonl"), ("holdout.jsonl", "labelled/holdout.jsonl"),
-                       ("memories_dev.jsonl", "memories_dev.jsonl")]:
-        ab, y, kinds = C.load_fixture_pairs(os.path.join(fixtures, path))
-        keep = np.where(cosines(embed, ab) >= 0.30)[0]
-        y, hard = np.asarray(y)[keep], np.asarray(kinds)[keep] == "hard_negative"
-        s = score(model, tok, [ab[i] for i in keep], args.max_len)
-        pos_hard = np.r_[s[y == 1], s[hard]]
-        auc_hard = C.roc_auc(pos_hard, np.r_[np.ones((y == 1).sum()), np.zeros(hard.sum())])
-        f1, _ = best_f1(s, y)
-        print(f"{name}\tcandidates {len(keep)}\tROC AUC {C.roc_auc(s, y):.3f}\tduplicates vs hard negatives "
-              f"{auc_hard:.3f}\tbest F1 in hindsight {f1:.3f}", flush=True)
+    report(model, tok, test, args.embedder, args.max_len)
 
 
 if __name__ == "__main__":

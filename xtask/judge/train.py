@@ -134,7 +134,7 @@ def ranking_loss(logits, items):
     rest = torch.cat([logits[:, :DUP], logits[:, DUP + 1:]], dim=1)
     score = logits[:, DUP] - torch.logsumexp(rest, dim=1)
     dup = [i for i, it in enumerate(items) if it[2] == DUP]
-    near = [j for j, it in enumerate(items) if RELATIONS[it[2]] in ("related", "contradiction")]
+    near = [j for j, it in enumerate(items) if it[2] >= 0 and RELATIONS[it[2]] in ("related", "contradiction")]
     pairs = [(i, j) for i in dup for j in near if {items[i][0], items[i][1]} & {items[j][0], items[j][1]}]
     if not pairs:
         return logits.sum() * 0.0
@@ -154,6 +154,37 @@ def optimiser(model, lr, total):
     return opt, sched
 
 
+def load_teacher(path):
+    """A teacher's file (teacher.py): {canonical pair: relation logits} for the labelled
+    pairs, and the unlabelled pairs (canonical) it scored."""
+    import gzip
+    logits, unlabelled = {}, []
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            try:
+                r = json.loads(line)
+                key, row = canonical(r["a"], r["b"]), [float(x) for x in r["logits"]]
+            except (ValueError, KeyError, TypeError) as e:
+                sys.exit(f"{path}:{n}: not a teacher row ({e})")
+            if len(row) != len(RELATIONS):
+                sys.exit(f"{path}:{n}: {len(row)} logits, expected {len(RELATIONS)}")
+            logits[key] = row
+            if not r.get("labelled", True):
+                unlabelled.append(key)
+    return logits, unlabelled
+
+
+def distil_loss(logits, teacher, has_teacher, temperature):
+    """Mean KL(teacher || student) of the relation distributions at `temperature` (times its
+    square, so that the gradient's scale does not depend on it) over the pairs the teacher
+    scored."""
+    if not has_teacher.any():
+        return logits.sum() * 0.0
+    t = nn.functional.log_softmax(teacher[has_teacher] / temperature, dim=-1)
+    s = nn.functional.log_softmax(logits[has_teacher] / temperature, dim=-1)
+    return (t.exp() * (t - s)).sum(-1).mean() * temperature * temperature
+
+
 def train_cross_encoder(args, train_pairs, tok):
     rng = random.Random(args.seed)
     torch.manual_seed(args.seed)
@@ -168,17 +199,25 @@ def train_cross_encoder(args, train_pairs, tok):
             for param in module.parameters():
                 param.requires_grad_(False)
     model.train()
+    teacher, unlabelled = load_teacher(args.distil) if args.distil else ({}, [])
+    if args.distil_unlabelled >= 0:
+        unlabelled = unlabelled[:args.distil_unlabelled]
     examples = []
     for p in train_pairs:
         a, b = (p["a"], p["b"]) if rng.random() < 0.5 else (p["b"], p["a"])
-        examples.append((a, b, RELATIONS.index(p["relation"])))
-    groups = [p.get("group") or f"pair-{i}" for i, p in enumerate(train_pairs)]
-    lengths = [len(a) + len(b) for a, b, _ in examples]
+        examples.append((a, b, RELATIONS.index(p["relation"]), teacher.get(canonical(a, b))))
+    # Pairs only the teacher labelled (label -1): the distillation loss alone reads them.
+    examples += [(a, b, -1, teacher[(a, b)]) for a, b in unlabelled]
+    if args.distil:
+        log(f"teacher {args.distil}: {sum(e[3] is not None for e in examples[:len(train_pairs)])} of "
+            f"{len(train_pairs)} train pairs scored, {len(unlabelled)} unlabelled pairs added")
+    groups = [p.get("group") or f"pair-{i}" for i, p in enumerate(train_pairs)] + [
+        f"unlabelled-{i}" for i in range(len(unlabelled))]
+    lengths = [len(e[0]) + len(e[1]) for e in examples]
     steps_per_epoch = (len(batches_by_group(groups, args.batch_size, random.Random(args.seed))) if args.rank_loss
                        else math.ceil(len(examples) / args.batch_size))
     total = math.ceil(steps_per_epoch * args.epochs)
     opt, sched = optimiser(model, args.lr, total)
-    loss_fn = nn.CrossEntropyLoss()
     step, start = 0, time.time()
     for epoch in range(math.ceil(args.epochs)):
         batches = (batches_by_group(groups, args.batch_size, rng) if args.rank_loss
@@ -187,10 +226,17 @@ def train_cross_encoder(args, train_pairs, tok):
             if step == total:
                 break
             items = [examples[i] for i in batch]
-            enc = encode_pairs(tok, [(a, b) for a, b, _ in items], args.max_len)
-            labels = torch.tensor([y for _, _, y in items])
+            enc = encode_pairs(tok, [(e[0], e[1]) for e in items], args.max_len)
+            labels = torch.tensor([e[2] for e in items])
             logits = model(enc["input_ids"], enc["attention_mask"], enc["token_type_ids"])
-            loss = loss_fn(logits, labels)
+            has_label = labels >= 0
+            ce = nn.functional.cross_entropy(logits, labels.clamp(min=0), reduction="none")
+            loss = (ce * has_label).sum() / has_label.sum().clamp(min=1)
+            if args.distil:
+                has_teacher = torch.tensor([e[3] is not None for e in items])
+                soft = torch.tensor([e[3] or [0.0] * len(RELATIONS) for e in items])
+                loss = (1 - args.distil_weight) * loss + args.distil_weight * distil_loss(
+                    logits, soft, has_teacher, args.distil_temperature)
             if args.rank_loss:
                 loss = loss + args.rank_loss * ranking_loss(logits, items)
             loss.backward()
@@ -392,6 +438,14 @@ def main():
                     help="weight of a second loss: in batches that keep a group's pairs together, a text's "
                          "duplicate should score above its related or contradicting look-alikes "
                          "(ranking_loss; tried, not shipped)")
+    ap.add_argument("--distil", default=None,
+                    help="a teacher's relation logits (teacher.py's FILE.jsonl.gz): the student also fits the "
+                         "teacher's distribution on the pairs it scored, its unlabelled pairs included")
+    ap.add_argument("--distil-weight", type=float, default=0.5,
+                    help="the distillation loss's share of the loss (the labels' cross-entropy has the rest)")
+    ap.add_argument("--distil-temperature", type=float, default=2.0)
+    ap.add_argument("--distil-unlabelled", type=int, default=-1,
+                    help="at most this many of the teacher's unlabelled pairs (-1: all)")
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--lr", type=float, default=8e-5)
     ap.add_argument("--max-len", type=int, default=96)
@@ -464,7 +518,7 @@ def main():
         record.update({k: prior_metrics[k] for k in ("train_layers", "train_epochs", "train_head", "train_neighbours",
                                                           "train_restated", "train_restated_negatives", "train_nearcopy",
                                                           "train_nearcopy_negatives", "train_freeze_layers", "train_fixtures",
-                                                          "train_fixture_repeat", "train_rank_loss")
+                                                          "train_fixture_repeat", "train_rank_loss", "train_distil")
                        if k in prior_metrics})
         log(f"calibrating the trained model in {args.model} (sha256 {sha256(final)})")
     else:
@@ -481,7 +535,10 @@ def main():
                   "train_freeze_layers": args.freeze_layers or None,
                   "train_fixtures": [os.path.basename(f) for f in args.train_fixture] or None,
                   "train_fixture_repeat": args.fixture_repeat if args.train_fixture else None,
-                  "train_rank_loss": args.rank_loss or None, "train_minutes": round(train_minutes, 1), "export": check}
+                  "train_rank_loss": args.rank_loss or None,
+                  "train_distil": ({"file": os.path.basename(args.distil), "weight": args.distil_weight,
+                                    "temperature": args.distil_temperature} if args.distil else None),
+                  "train_minutes": round(train_minutes, 1), "export": check}
 
     # Everything below scores with the exported file that ships, as memdedup will.
     embedder = Embedder(args.base)

@@ -67,8 +67,9 @@ pub fn run(root: &Path) -> Result<()> {
         ),
         ("tidy", Box::new(|| crate::tidy::run(root).map(|()| Outcome::Passed))),
         (
-            "train-judge --smoke, --recalibrate --smoke and --embedder --smoke (the training pipelines on a tiny slice; nothing installed)",
+            "train-teacher --smoke, train-judge --smoke, --recalibrate --smoke and --embedder --smoke (the training pipelines on a tiny slice; nothing installed)",
             Box::new(|| {
+                crate::train_teacher::run(root, &crate::train_teacher::TeacherArgs { smoke: true, max_minutes: None })?;
                 for (embedder, recalibrate) in [(false, false), (false, true), (true, false)] {
                     let args =
                         crate::train_judge::TrainArgs { smoke: true, embedder, recalibrate, ..Default::default() };

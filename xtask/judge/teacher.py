@@ -1,0 +1,183 @@
+"""Trains a larger cross-encoder (the teacher) on the train split and writes its relation
+logits for pairs a smaller judge can then be fitted to (`train.py --distil FILE`).
+
+    python3 xtask/judge/teacher.py --data data/judge --base CHECKPOINT --embedder MINILM_DIR \
+        --out FILE.jsonl.gz [--layers 6] [--pairs 0] [--lr 4e-5] [--max-minutes 45] \
+        [--neighbours 2]
+
+The teacher has capacity_probe.py's head (mean pooling, four relation logits, the word
+embeddings frozen) and trains one epoch in batches of similar length. It then scores, in the
+runtime's canonical order (the smaller text first):
+- every pair of the train split (labelled: the student also has their labels);
+- with --neighbours K, unlabelled pairs a vector search would put before the judge: each
+  train member with its K nearest texts of the other train groups of its domain (cosine by
+  the shipped embedder at or above the candidate floor, no ceiling). Their only label is
+  the teacher's.
+Calib and test pairs and the labelled memory files are never scored into FILE; the
+teacher's own ranking of the test split and of the files' candidates is printed and written
+beside FILE (FILE minus .jsonl.gz, plus .json) with the run's settings.
+"""
+import argparse
+import gzip
+import hashlib
+import io
+import json
+import os
+import random
+import sys
+import time
+
+import numpy as np
+import torch
+from torch import nn
+from transformers import AutoTokenizer
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pairs as pairdata  # noqa: E402
+from capacity_probe import Model, report  # noqa: E402
+from cosine_probe import embedder  # noqa: E402
+from train import batches_by_length, canonical, optimiser  # noqa: E402
+
+
+@torch.no_grad()
+def relation_logits(model, tok, ab, max_len, batch=64):
+    """The four relation logits of each pair, fed in canonical order, batches of similar length."""
+    model.eval()
+    canon = [canonical(a, b) for a, b in ab]
+    out = np.zeros((len(canon), len(pairdata.RELATIONS)), dtype=np.float32)
+    order = sorted(range(len(canon)), key=lambda i: len(canon[i][0]) + len(canon[i][1]))
+    start = time.time()
+    for n, s in enumerate(range(0, len(order), batch)):
+        idx = order[s:s + batch]
+        enc = tok([canon[i][0] for i in idx], [canon[i][1] for i in idx], truncation="longest_first",
+                  max_length=max_len, padding=True, return_tensors="pt")
+        out[idx] = model(enc).numpy()
+        if (n + 1) % 100 == 0:
+            print(f"scored {s + len(idx)}/{len(canon)} {(time.time() - start) / 60:.1f} min", flush=True)
+    return canon, out
+
+
+def unlabelled_neighbours(groups, embed_texts, per_text, floor, known):
+    """Each train member with its `per_text` nearest texts of other train groups of its
+    domain (cosine >= floor), minus pairs already labelled (`known`, canonical)."""
+    mined = pairdata.mine_neighbours(groups, embed_texts, per_text, floor, ceiling=1.01)
+    out, seen = [], set(known)
+    for p in mined:
+        key = canonical(p["a"], p["b"])
+        if key not in seen:
+            seen.add(key)
+            out.append(key)
+    return out
+
+
+def sha256_dir(path):
+    h = hashlib.sha256()
+    for name in sorted(os.listdir(path)):
+        full = os.path.join(path, name)
+        if os.path.isfile(full) and name.endswith((".safetensors", ".bin", ".json", ".txt")):
+            h.update(name.encode())
+            with open(full, "rb") as f:
+                h.update(f.read())
+    return h.hexdigest()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", required=True, help="data/judge")
+    ap.add_argument("--base", required=True, help="the teacher's checkpoint (safetensors, tokenizer)")
+    ap.add_argument("--embedder", required=True, help="the shipped embedder, for the candidate floor and mining")
+    ap.add_argument("--out", required=True, help="FILE.jsonl.gz to write")
+    ap.add_argument("--layers", type=int, default=0, help="keep only the first N transformer layers (0: all)")
+    ap.add_argument("--pairs", type=int, default=0, help="train on a random sample of this many pairs (0: all)")
+    ap.add_argument("--neighbours", type=int, default=2, help="unlabelled neighbours scored per train member")
+    ap.add_argument("--lr", type=float, default=4e-5)
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--max-len", type=int, default=96)
+    ap.add_argument("--max-minutes", type=float, default=0, help="training time budget (0: none)")
+    ap.add_argument("--floor", type=float, default=0.30)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=13)
+    ap.add_argument("--smoke", action="store_true", help="a tiny slice, to check the pipeline runs")
+    args = ap.parse_args()
+    if not args.out.endswith(".jsonl.gz"):
+        sys.exit(f"--out {args.out}: the teacher's file must end in .jsonl.gz")
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    rng = random.Random(args.seed)
+
+    groups = pairdata.load_groups(args.data)
+    if args.smoke:
+        groups = groups[:60]
+    all_pairs = pairdata.build_pairs(groups, seed=args.seed)
+    train = [p for p in all_pairs if p["split"] == "train"]
+    fit = random.Random(args.seed).sample(train, args.pairs) if 0 < args.pairs < len(train) else list(train)
+    if args.smoke:
+        fit, train = fit[:64], train[:128]
+    test = [p for p in all_pairs if p["split"] == "test"]
+    test = random.Random(args.seed).sample(test, min(2000, len(test)))
+
+    tok = AutoTokenizer.from_pretrained(args.base)
+    model = Model(args.base, args.layers)
+    model.encoder.embeddings.word_embeddings.weight.requires_grad_(False)
+    examples = [((p["a"], p["b"]) if rng.random() < 0.5 else (p["b"], p["a"]), pairdata.RELATIONS.index(p["relation"]))
+                for p in fit]
+    batches = batches_by_length(examples, [len(a) + len(b) for (a, b), _ in examples], args.batch_size, rng)
+    opt, sched = optimiser(model, args.lr, len(batches))
+    model.train()
+    start, steps = time.time(), 0
+    for batch in batches:
+        items = [examples[i] for i in batch]
+        enc = tok([a for (a, _), _ in items], [b for (_, b), _ in items], truncation="longest_first",
+                  max_length=args.max_len, padding=True, return_tensors="pt")
+        loss = nn.functional.cross_entropy(model(enc), torch.tensor([y for _, y in items]))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        opt.zero_grad()
+        steps += 1
+        if steps % 25 == 0:
+            print(f"step {steps}/{len(batches)} loss {loss.item():.3f} {(time.time() - start) / 60:.1f} min", flush=True)
+        if args.max_minutes and time.time() - start > args.max_minutes * 60:
+            print(f"stopped at the time budget, step {steps}/{len(batches)}", flush=True)
+            break
+    train_minutes = (time.time() - start) / 60
+    seen = min(len(fit), steps * args.batch_size)
+    print(f"trained {steps} steps ({seen} pairs) in {train_minutes:.1f} min", flush=True)
+
+    results = report(model, tok, test, args.embedder, args.max_len, smoke=args.smoke)
+
+    labelled = sorted({canonical(p["a"], p["b"]) for p in train})
+    embed = embedder(args.embedder)
+    mined = unlabelled_neighbours(groups, embed, args.neighbours, args.floor, labelled) if args.neighbours else []
+    if args.smoke:
+        mined = mined[:64]
+    print(f"scoring {len(labelled)} labelled train pairs and {len(mined)} unlabelled neighbours", flush=True)
+    t0 = time.time()
+    canon, logits = relation_logits(model, tok, labelled + mined, args.max_len)
+    score_minutes = (time.time() - t0) / 60
+    tmp = args.out + ".tmp"
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    # No name or time in the gzip header: the same run writes the same bytes.
+    with open(tmp, "wb") as raw, gzip.GzipFile(filename="", mode="wb", compresslevel=9, fileobj=raw, mtime=0) as gz, \
+            io.TextIOWrapper(gz, encoding="utf-8") as f:
+        for k, ((a, b), row) in enumerate(zip(canon, logits)):
+            f.write(json.dumps({"a": a, "b": b, "logits": [round(float(x), 3) for x in row],
+                                "labelled": k < len(labelled)}, ensure_ascii=False) + "\n")
+    os.replace(tmp, args.out)
+    meta = {"checkpoint": os.path.basename(os.path.normpath(args.base)), "checkpoint_sha256": sha256_dir(args.base),
+            "layers": args.layers or None, "train_pairs": seen, "train_steps": steps, "lr": args.lr,
+            "batch_size": args.batch_size, "max_len": args.max_len, "seed": args.seed,
+            "train_minutes": round(train_minutes, 1), "score_minutes": round(score_minutes, 1),
+            "labelled_pairs": len(labelled), "unlabelled_pairs": len(mined), "neighbours": args.neighbours,
+            "floor": args.floor, "evaluation": results}
+    meta_path = args.out[:-len(".jsonl.gz")] + ".json"
+    with open(meta_path + ".tmp", "w", encoding="utf-8") as f:
+        json.dump(meta, f, indent=1)
+        f.write("\n")
+    os.replace(meta_path + ".tmp", meta_path)
+    print(f"wrote {args.out} ({len(canon)} pairs) and {meta_path}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
