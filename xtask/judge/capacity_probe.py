@@ -5,6 +5,7 @@ shipped).
 
     python3 xtask/judge/capacity_probe.py --base CHECKPOINT --embedder MINILM_DIR \
         [--pairs 8000] [--lr 8e-5] [--layers N] [--max-minutes 50]
+    python3 xtask/judge/capacity_probe.py --base TOKENIZER_DIR --embedder MINILM_DIR --onnx FILE
 
 Same head as train.py (mean pooling, four relation logits; the word embeddings frozen),
 one epoch, AdamW with linear warm-up and decay. Reported: ROC AUC of the duplicate
@@ -29,7 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import calibrate as C  # noqa: E402
 import pairs as pairdata  # noqa: E402
 from cosine_probe import best_f1, cosines, embedder  # noqa: E402
-from train import dup_log_odds, optimiser  # noqa: E402
+from train import dup_log_odds, onnx_logits, optimiser  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -65,10 +66,10 @@ def score(model, tok, ab, max_len, batch=64):
     return out
 
 
-def report(model, tok, test, embedder_dir, max_len, smoke=False):
-    """Prints and returns how `model` ranks the `test` pairs and the candidate pairs (cosine
-    >= 0.30 by `embedder_dir`) of the labelled memory files."""
-    s = score(model, tok, [(p["a"], p["b"]) for p in test], max_len)
+def report(scorer, test, embedder_dir, smoke=False):
+    """Prints and returns how `scorer` (pairs -> duplicate log-odds) ranks the `test` pairs
+    and the candidate pairs (cosine >= 0.30 by `embedder_dir`) of the labelled memory files."""
+    s = scorer([(p["a"], p["b"]) for p in test])
     out = {"test_pairs": len(test), "test_roc_auc": round(C.roc_auc(s, np.array([p["dup"] for p in test])), 4)}
     print(f"data/judge test ({len(test)})\tROC AUC {out['test_roc_auc']:.3f}", flush=True)
     embed = embedder(embedder_dir)
@@ -80,7 +81,7 @@ def report(model, tok, test, embedder_dir, max_len, smoke=False):
             ab, y, kinds = ab[:300], y[:300], kinds[:300]
         keep = np.where(cosines(embed, ab) >= 0.30)[0]
         y, hard = np.asarray(y)[keep], np.asarray(kinds)[keep] == "hard_negative"
-        s = score(model, tok, [ab[i] for i in keep], max_len)
+        s = scorer([ab[i] for i in keep])
         pos_hard = np.r_[s[y == 1], s[hard]]
         auc_hard = C.roc_auc(pos_hard, np.r_[np.ones((y == 1).sum()), np.zeros(hard.sum())])
         f1, _ = best_f1(s, y)
@@ -103,6 +104,9 @@ def main():
     ap.add_argument("--max-minutes", type=float, default=0)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=13)
+    ap.add_argument("--onnx", default=None,
+                    help="measure this exported judge (e.g. models/pair-judge/pair_judge.onnx, read one pair per run "
+                         "as memdedup reads its dynamic int8 form) with --base's tokenizer instead of training")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
@@ -114,6 +118,10 @@ def main():
     test = random.Random(args.seed).sample([p for p in all_pairs if p["split"] == "test"], 2000)
 
     tok = AutoTokenizer.from_pretrained(args.base)
+    if args.onnx:
+        report(lambda ab: dup_log_odds(onnx_logits(args.onnx, tok, ab, args.max_len, args.threads, batch=1)), test,
+               args.embedder)
+        return
     model = Model(args.base, args.layers)
     model.encoder.embeddings.word_embeddings.weight.requires_grad_(False)
     examples = [((p["a"], p["b"]) if rng.random() < 0.5 else (p["b"], p["a"]), pairdata.RELATIONS.index(p["relation"]))
@@ -140,7 +148,7 @@ def main():
             break
     print(f"trained {len(train)} pairs in {(time.time() - start) / 60:.1f} min", flush=True)
 
-    report(model, tok, test, args.embedder, args.max_len)
+    report(lambda ab: score(model, tok, ab, args.max_len), test, args.embedder)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ from transformers import AutoTokenizer
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pairs as pairdata  # noqa: E402
-from capacity_probe import Model, report  # noqa: E402
+from capacity_probe import Model, report, score  # noqa: E402
 from cosine_probe import embedder  # noqa: E402
 from train import batches_by_length, canonical, optimiser  # noqa: E402
 
@@ -145,7 +145,7 @@ def main():
     seen = min(len(fit), steps * args.batch_size)
     print(f"trained {steps} steps ({seen} pairs) in {train_minutes:.1f} min", flush=True)
 
-    results = report(model, tok, test, args.embedder, args.max_len, smoke=args.smoke)
+    results = report(lambda ab: score(model, tok, ab, args.max_len), test, args.embedder, smoke=args.smoke)
 
     labelled = sorted({canonical(p["a"], p["b"]) for p in train})
     embed = embedder(args.embedder)
