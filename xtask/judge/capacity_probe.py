@@ -52,6 +52,19 @@ class Model(nn.Module):
         return self.head(self.dropout((hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)))
 
 
+def train_step(model, tok, items, max_len, opt, sched):
+    """One optimiser step on `items` (((a, b), relation index), ...); returns the loss."""
+    enc = tok([a for (a, _), _ in items], [b for (_, b), _ in items], truncation="longest_first",
+              max_length=max_len, padding=True, return_tensors="pt")
+    loss = nn.functional.cross_entropy(model(enc), torch.tensor([y for _, y in items]))
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    sched.step()
+    opt.zero_grad()
+    return loss
+
+
 @torch.no_grad()
 def score(model, tok, ab, max_len, batch=64):
     model.eval()
@@ -133,14 +146,7 @@ def main():
     start = time.time()
     for step in range(total):
         items = examples[step * args.batch_size:(step + 1) * args.batch_size]
-        enc = tok([a for (a, _), _ in items], [b for (_, b), _ in items], truncation="longest_first",
-                  max_length=args.max_len, padding=True, return_tensors="pt")
-        loss = nn.functional.cross_entropy(model(enc), torch.tensor([y for _, y in items]))
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        opt.zero_grad()
+        loss = train_step(model, tok, items, args.max_len, opt, sched)
         if (step + 1) % 25 == 0:
             print(f"step {step + 1}/{total} loss {loss.item():.3f} {(time.time() - start) / 60:.1f} min", flush=True)
         if args.max_minutes and time.time() - start > args.max_minutes * 60:

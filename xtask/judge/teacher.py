@@ -29,12 +29,11 @@ import time
 
 import numpy as np
 import torch
-from torch import nn
 from transformers import AutoTokenizer
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pairs as pairdata  # noqa: E402
-from capacity_probe import Model, report, score  # noqa: E402
+from capacity_probe import Model, report, score, train_step  # noqa: E402
 from cosine_probe import embedder  # noqa: E402
 from train import batches_by_length, canonical, optimiser  # noqa: E402
 
@@ -127,14 +126,7 @@ def main():
     start, steps = time.time(), 0
     for batch in batches:
         items = [examples[i] for i in batch]
-        enc = tok([a for (a, _), _ in items], [b for (_, b), _ in items], truncation="longest_first",
-                  max_length=args.max_len, padding=True, return_tensors="pt")
-        loss = nn.functional.cross_entropy(model(enc), torch.tensor([y for _, y in items]))
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        opt.zero_grad()
+        loss = train_step(model, tok, items, args.max_len, opt, sched)
         steps += 1
         if steps % 25 == 0:
             print(f"step {steps}/{len(batches)} loss {loss.item():.3f} {(time.time() - start) / 60:.1f} min", flush=True)
