@@ -205,7 +205,8 @@ def train_cross_encoder(args, train_pairs, tok):
     examples = []
     for p in train_pairs:
         a, b = (p["a"], p["b"]) if rng.random() < 0.5 else (p["b"], p["a"])
-        examples.append((a, b, RELATIONS.index(p["relation"]), teacher.get(canonical(a, b))))
+        soft = None if args.distil_only_unlabelled else teacher.get(canonical(a, b))
+        examples.append((a, b, RELATIONS.index(p["relation"]), soft))
     # Pairs only the teacher labelled (label -1): the distillation loss alone reads them.
     examples += [(a, b, -1, teacher[(a, b)]) for a, b in unlabelled]
     if args.distil:
@@ -446,6 +447,9 @@ def main():
     ap.add_argument("--distil-temperature", type=float, default=2.0)
     ap.add_argument("--distil-unlabelled", type=int, default=-1,
                     help="at most this many of the teacher's unlabelled pairs (-1: all)")
+    ap.add_argument("--distil-only-unlabelled", action="store_true",
+                    help="the labelled pairs learn from their labels alone (the teacher's scores of them, "
+                         "fitted to those labels, are not read); the distillation loss reads the unlabelled pairs")
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--lr", type=float, default=8e-5)
     ap.add_argument("--max-len", type=int, default=96)
@@ -537,7 +541,8 @@ def main():
                   "train_fixture_repeat": args.fixture_repeat if args.train_fixture else None,
                   "train_rank_loss": args.rank_loss or None,
                   "train_distil": ({"file": os.path.basename(args.distil), "weight": args.distil_weight,
-                                    "temperature": args.distil_temperature} if args.distil else None),
+                                    "temperature": args.distil_temperature,
+                                    "only_unlabelled": args.distil_only_unlabelled} if args.distil else None),
                   "train_minutes": round(train_minutes, 1), "export": check}
 
     # Everything below scores with the exported file that ships, as memdedup will.

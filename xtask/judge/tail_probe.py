@@ -1,0 +1,89 @@
+"""How an exported judge does where the targets are: with few hard negatives merged.
+
+    python3 xtask/judge/tail_probe.py --base TOKENIZER_DIR JUDGE_DIR [JUDGE_DIR ...] [--list N]
+
+JUDGE_DIR holds a judge.json and its ONNX file (models/pair-judge, or a train.py --out
+directory). Over the candidate pairs (cosine >= 0.30 by the shipped embedder in
+TOKENIZER_DIR) of the three labelled memory files, each judge's decision probability
+(its model's duplicate log-odds and cosine, through its own fitted decision; no nearest-k
+limit and no review hold, so the counts differ a little from train.py's evaluation) is
+cut at two thresholds:
+
+- its own duplicate threshold;
+- the threshold that merges at most CAP (2 %) of tune.jsonl's hard negatives: tune.jsonl
+  is calibration data, so this is a threshold a calibration rule could choose, and
+  holdout.jsonl and memories_dev.jsonl show what it does on data it never saw.
+
+`--list N` prints the N highest-scored negatives of tune.jsonl (calibration data only).
+"""
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+from transformers import AutoTokenizer
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import calibrate as C  # noqa: E402
+from cosine_probe import cosines, embedder  # noqa: E402
+from train import dup_log_odds, onnx_logits  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+FILES = {"tune": "tests/fixtures/labelled/tune.jsonl", "holdout": "tests/fixtures/labelled/holdout.jsonl",
+         "dev": "tests/fixtures/memories_dev.jsonl"}
+
+
+def candidates(embed, path, floor):
+    ab, y, kinds = C.load_fixture_pairs(os.path.join(ROOT, path))
+    cos = cosines(embed, ab)
+    keep = np.where(cos >= floor)[0]
+    return [ab[i] for i in keep], np.asarray(y)[keep], np.asarray(kinds)[keep] == "hard_negative", cos[keep]
+
+
+def cut(p, y, hard, threshold):
+    merged = p >= threshold
+    tp, fp = int((merged & (y == 1)).sum()), int((merged & (y == 0)).sum())
+    fn = int((~merged & (y == 1)).sum())
+    prec, rec = tp / max(tp + fp, 1), tp / max(tp + fn, 1)
+    f1 = 2 * prec * rec / max(prec + rec, 1e-9)
+    return f"{prec:.3f} / {rec:.3f} / {f1:.3f}, {int((merged & hard).sum())} of {int(hard.sum())} hard"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--base", required=True, help="the shipped embedder and tokenizer")
+    ap.add_argument("judges", nargs="+", help="directories with judge.json and the ONNX file")
+    ap.add_argument("--cap", type=float, default=0.02, help="share of tune.jsonl's hard negatives merged")
+    ap.add_argument("--floor", type=float, default=0.30)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--list", type=int, default=0, help="print the N highest-scored negatives of tune.jsonl")
+    args = ap.parse_args()
+    tok = AutoTokenizer.from_pretrained(args.base)
+    embed = embedder(args.base)
+    sets = {name: candidates(embed, path, args.floor) for name, path in FILES.items()}
+    for judge_dir in args.judges:
+        with open(os.path.join(judge_dir, "judge.json")) as f:
+            judge = json.load(f)
+        (w_lo, w_cos), bias = judge["decision"]["weights"], judge["decision"]["bias"]
+        model = os.path.join(judge_dir, judge["model_file"])
+        probs = {}
+        for name, (ab, _, _, cos) in sets.items():
+            lo = dup_log_odds(onnx_logits(model, tok, ab, judge["max_len"], args.threads, 1))
+            probs[name] = 1 / (1 + np.exp(-(w_lo * lo + w_cos * cos + bias)))
+        _, y, hard, _ = sets["tune"]
+        cap = int(args.cap * hard.sum())
+        capped = float(np.sort(probs["tune"][hard])[::-1][cap]) + 1e-6
+        print(f"{judge_dir}: own threshold {judge['duplicate_threshold']}; "
+              f"{args.cap:.0%} of tune's hard negatives: {capped:.4f} (P / R / F1, hard negatives merged)")
+        for name, (_, y, hard, _) in sets.items():
+            print(f"  {name:8} own {cut(probs[name], y, hard, judge['duplicate_threshold'])} | "
+                  f"capped {cut(probs[name], y, hard, capped)}")
+        ab, y, hard, cos = sets["tune"]
+        for i in [i for i in np.argsort(-probs["tune"]) if not y[i]][:args.list]:
+            kind = "hard" if hard[i] else "other"
+            print(f"    {probs['tune'][i]:.3f} {kind:5} cos {cos[i]:.2f} | {ab[i][0]} || {ab[i][1]}")
+
+
+if __name__ == "__main__":
+    main()
