@@ -79,6 +79,20 @@ def score(model, tok, ab, max_len, batch=64):
     return out
 
 
+FIXTURES = [("tune.jsonl", "labelled/tune.jsonl"), ("holdout.jsonl", "labelled/holdout.jsonl"),
+            ("memories_dev.jsonl", "memories_dev.jsonl")]
+
+
+def fixture_candidates(embed, path, floor=0.30, limit=None):
+    """The candidate pairs (cosine >= `floor` by `embed`) of a labelled memory file: the
+    pairs, their labels, which are hard negatives, and their cosines."""
+    ab, y, kinds = C.load_fixture_pairs(os.path.join(ROOT, "tests", "fixtures", path))
+    ab, y, kinds = ab[:limit], y[:limit], kinds[:limit]
+    cos = cosines(embed, ab)
+    keep = np.where(cos >= floor)[0]
+    return [ab[i] for i in keep], np.asarray(y)[keep], np.asarray(kinds)[keep] == "hard_negative", cos[keep]
+
+
 def report(scorer, test, embedder_dir, smoke=False):
     """Prints and returns how `scorer` (pairs -> duplicate log-odds) ranks the `test` pairs
     and the candidate pairs (cosine >= 0.30 by `embedder_dir`) of the labelled memory files."""
@@ -86,21 +100,15 @@ def report(scorer, test, embedder_dir, smoke=False):
     out = {"test_pairs": len(test), "test_roc_auc": round(C.roc_auc(s, np.array([p["dup"] for p in test])), 4)}
     print(f"data/judge test ({len(test)})\tROC AUC {out['test_roc_auc']:.3f}", flush=True)
     embed = embedder(embedder_dir)
-    fixtures = os.path.join(ROOT, "tests", "fixtures")
-    for name, path in [("tune.jsonl", "labelled/tune.jsonl"), ("holdout.jsonl", "labelled/holdout.jsonl"),
-                       ("memories_dev.jsonl", "memories_dev.jsonl")]:
-        ab, y, kinds = C.load_fixture_pairs(os.path.join(fixtures, path))
-        if smoke:
-            ab, y, kinds = ab[:300], y[:300], kinds[:300]
-        keep = np.where(cosines(embed, ab) >= 0.30)[0]
-        y, hard = np.asarray(y)[keep], np.asarray(kinds)[keep] == "hard_negative"
-        s = scorer([ab[i] for i in keep])
+    for name, path in FIXTURES:
+        ab, y, hard, _ = fixture_candidates(embed, path, limit=300 if smoke else None)
+        s = scorer(ab)
         pos_hard = np.r_[s[y == 1], s[hard]]
         auc_hard = C.roc_auc(pos_hard, np.r_[np.ones((y == 1).sum()), np.zeros(hard.sum())])
         f1, _ = best_f1(s, y)
-        out[name] = {"candidates": int(len(keep)), "roc_auc": round(C.roc_auc(s, y), 4),
+        out[name] = {"candidates": len(ab), "roc_auc": round(C.roc_auc(s, y), 4),
                      "duplicates_vs_hard_negatives": round(auc_hard, 4), "best_f1_in_hindsight": round(f1, 4)}
-        print(f"{name}\tcandidates {len(keep)}\tROC AUC {C.roc_auc(s, y):.3f}\tduplicates vs hard negatives "
+        print(f"{name}\tcandidates {len(ab)}\tROC AUC {C.roc_auc(s, y):.3f}\tduplicates vs hard negatives "
               f"{auc_hard:.3f}\tbest F1 in hindsight {f1:.3f}", flush=True)
     return out
 

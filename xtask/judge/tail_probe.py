@@ -26,28 +26,18 @@ from transformers import AutoTokenizer
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import calibrate as C  # noqa: E402
-from cosine_probe import cosines, embedder  # noqa: E402
+from capacity_probe import FIXTURES, fixture_candidates  # noqa: E402
+from cosine_probe import embedder  # noqa: E402
 from train import dup_log_odds, onnx_logits  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-FILES = {"tune": "tests/fixtures/labelled/tune.jsonl", "holdout": "tests/fixtures/labelled/holdout.jsonl",
-         "dev": "tests/fixtures/memories_dev.jsonl"}
-
-
-def candidates(embed, path, floor):
-    ab, y, kinds = C.load_fixture_pairs(os.path.join(ROOT, path))
-    cos = cosines(embed, ab)
-    keep = np.where(cos >= floor)[0]
-    return [ab[i] for i in keep], np.asarray(y)[keep], np.asarray(kinds)[keep] == "hard_negative", cos[keep]
+SHORT = {"tune.jsonl": "tune", "holdout.jsonl": "holdout", "memories_dev.jsonl": "dev"}
 
 
 def cut(p, y, hard, threshold):
     merged = p >= threshold
-    tp, fp = int((merged & (y == 1)).sum()), int((merged & (y == 0)).sum())
-    fn = int((~merged & (y == 1)).sum())
-    prec, rec = tp / max(tp + fp, 1), tp / max(tp + fn, 1)
-    f1 = 2 * prec * rec / max(prec + rec, 1e-9)
-    return f"{prec:.3f} / {rec:.3f} / {f1:.3f}, {int((merged & hard).sum())} of {int(hard.sum())} hard"
+    m = C.prf(merged, y)
+    return (f"{m['precision']:.3f} / {m['recall']:.3f} / {m['f1']:.3f}, "
+            f"{int((merged & hard).sum())} of {int(hard.sum())} hard")
 
 
 def main():
@@ -61,7 +51,7 @@ def main():
     args = ap.parse_args()
     tok = AutoTokenizer.from_pretrained(args.base)
     embed = embedder(args.base)
-    sets = {name: candidates(embed, path, args.floor) for name, path in FILES.items()}
+    sets = {SHORT[name]: fixture_candidates(embed, path, args.floor) for name, path in FIXTURES}
     for judge_dir in args.judges:
         with open(os.path.join(judge_dir, "judge.json")) as f:
             judge = json.load(f)
