@@ -95,7 +95,7 @@ NEARCOPY_KINDS = {"filler", "format", "light_edit"}
 def every_member_negatives(groups, pairs, kinds=RESTATED_KINDS):
     """More train pairs for the groups with a member of one of `kinds` (by default those that
     restate the anchor by description or another number form; `NEARCOPY_KINDS` for the
-    near-copies): each negative with every member it is not yet paired with. Such a group's
+    near-copies; None for every group): each negative with every member it is not yet paired with. Such a group's
     negatives are written in the same styles, and paired with two members only they are
     outnumbered by its duplicate pairs, so the model learns that another wording (or a small
     edit) may hide another number or thing less than that it may hide the same one."""
@@ -103,7 +103,7 @@ def every_member_negatives(groups, pairs, kinds=RESTATED_KINDS):
     out = []
     for g in groups:
         split, gid, domain = split_of(g["group"]), g["group"], g["domain"]
-        if split != "train" or not any(m["kind"] in kinds for m in g["members"]):
+        if split != "train" or (kinds is not None and not any(m["kind"] in kinds for m in g["members"])):
             continue
         for neg in g["negatives"]:
             relation = negative_relation(neg["kind"])

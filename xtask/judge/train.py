@@ -200,6 +200,9 @@ def train_cross_encoder(args, train_pairs, tok):
                 param.requires_grad_(False)
     model.train()
     teacher, unlabelled = load_teacher(args.distil) if args.distil else ({}, [])
+    # A pair the teacher scored unlabelled that is labelled here (--all-negatives) is read once, with its label.
+    labelled_keys = {canonical(p["a"], p["b"]) for p in train_pairs}
+    unlabelled = [k for k in unlabelled if k not in labelled_keys]
     if args.distil_unlabelled >= 0:
         unlabelled = unlabelled[:args.distil_unlabelled]
     examples = []
@@ -414,6 +417,9 @@ def main():
     ap.add_argument("--nearcopy-negatives", action="store_true",
                     help="pair each negative of a near-copy group with every member, train split only "
                          "(pairs.every_member_negatives with pairs.NEARCOPY_KINDS)")
+    ap.add_argument("--all-negatives", action="store_true",
+                    help="pair each negative of every train group with every member (pairs.every_member_negatives "
+                         "with every kind); with --distil, the teacher's logits of such pairs are read as well")
     ap.add_argument("--train-fixture", action="append", default=[],
                     help="a labelled memories file to train on in part: split in two halves by component "
                          "(pairs.split_fixture); the train half is trained on, the calib half replaces the file "
@@ -477,6 +483,8 @@ def main():
         split["train"] += pairdata.every_member_negatives(groups, split["train"])
     if args.nearcopy_negatives:
         split["train"] += pairdata.every_member_negatives(groups, split["train"], pairdata.NEARCOPY_KINDS)
+    if args.all_negatives:
+        split["train"] += pairdata.every_member_negatives(groups, split["train"], None)
     if args.augment:
         # Surface variants (train split only): duplicates whose words overlap a lot.
         split["train"] += pairdata.augment_train(groups, seed=args.seed)
@@ -521,7 +529,8 @@ def main():
         record = {k: prior_metrics[k] for k in ("train_pairs", "train_steps", "train_minutes", "export")}
         record.update({k: prior_metrics[k] for k in ("train_layers", "train_epochs", "train_head", "train_neighbours",
                                                           "train_restated", "train_restated_negatives", "train_nearcopy",
-                                                          "train_nearcopy_negatives", "train_freeze_layers", "train_fixtures",
+                                                          "train_nearcopy_negatives", "train_all_negatives",
+                                                          "train_freeze_layers", "train_fixtures",
                                                           "train_fixture_repeat", "train_rank_loss", "train_distil")
                        if k in prior_metrics})
         log(f"calibrating the trained model in {args.model} (sha256 {sha256(final)})")
@@ -536,6 +545,7 @@ def main():
                   "train_restated": args.restated, "train_restated_negatives": args.restated_negatives,
                   "train_nearcopy": args.nearcopy,
                   "train_nearcopy_negatives": args.nearcopy_negatives,
+                  "train_all_negatives": args.all_negatives,
                   "train_freeze_layers": args.freeze_layers or None,
                   "train_fixtures": [os.path.basename(f) for f in args.train_fixture] or None,
                   "train_fixture_repeat": args.fixture_repeat if args.train_fixture else None,
