@@ -44,6 +44,7 @@ import pairs as pairdata  # noqa: E402
 from capacity_probe import Model, report, score, train_step  # noqa: E402
 from cosine_probe import embedder  # noqa: E402
 from train import batches_by_length, canonical, optimiser  # noqa: E402
+from train import load_teacher as read_teacher_file  # noqa: E402
 
 
 @torch.no_grad()
@@ -77,33 +78,15 @@ def unlabelled_neighbours(groups, embed_texts, per_text, floor, known):
     return out
 
 
-def sibling_pairs(groups, known):
+def sibling_pairs(groups, train, known):
     """Each train negative with every member of its group not already paired with it
-    (canonical, minus `known`)."""
+    (pairs.every_member_negatives over every group; canonical, minus `known`)."""
     out, seen = [], set(known)
-    for g in groups:
-        if pairdata.split_of(g["group"]) != "train":
-            continue
-        for neg in g["negatives"]:
-            for m in g["members"]:
-                key = canonical(m["text"], neg["text"])
-                if key not in seen:
-                    seen.add(key)
-                    out.append(key)
-    return out
-
-
-def read_teacher_file(path):
-    """{canonical pair: logits} of the labelled rows of an earlier teacher file."""
-    out = {}
-    with gzip.open(path, "rt", encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            try:
-                r = json.loads(line)
-                if r["labelled"]:
-                    out[canonical(r["a"], r["b"])] = [float(x) for x in r["logits"]]
-            except (ValueError, KeyError, TypeError) as e:
-                sys.exit(f"{path}:{n}: not a teacher row ({e})")
+    for p in pairdata.every_member_negatives(groups, train, None):
+        key = canonical(p["a"], p["b"])
+        if key not in seen:
+            seen.add(key)
+            out.append(key)
     return out
 
 
@@ -114,7 +97,7 @@ SAME_TEACHER_TOLERANCE = 0.02
 def reuse_labelled(model, tok, labelled, path, max_len, seed):
     """The labelled pairs' logits from `path`, once a fixed sample of them, scored again by
     this teacher, matches within SAME_TEACHER_TOLERANCE (the file rounds to 0.001)."""
-    earlier = read_teacher_file(path)
+    earlier, _ = read_teacher_file(path)
     missing = [k for k in labelled if k not in earlier]
     if missing:
         sys.exit(f"--labelled-from {path}: {len(missing)} of the {len(labelled)} labelled train pairs are "
@@ -272,7 +255,7 @@ def main():
     results = report(lambda ab: score(model, tok, ab, args.max_len), test, args.embedder, smoke=args.smoke)
 
     labelled = sorted({canonical(p["a"], p["b"]) for p in train})
-    siblings = sibling_pairs(groups, labelled) if args.siblings else []
+    siblings = sibling_pairs(groups, train, labelled) if args.siblings else []
     embed = embedder(args.embedder)
     mined = (unlabelled_neighbours(groups, embed, args.neighbours, args.floor, labelled + siblings)
              if args.neighbours else [])
