@@ -185,6 +185,21 @@ def distil_loss(logits, teacher, has_teacher, temperature):
     return (t.exp() * (t - s)).sum(-1).mean() * temperature * temperature
 
 
+def label_corrected(logits, label):
+    """A teacher's logits made to agree with the pair's label (`RELATIONS` index): on a
+    negative its duplicate logit is dropped (the softmax spreads that mass over the other
+    relations), and where its most likely relation is still not the label, the two logits
+    are swapped. What it knows besides the label (how related, how contradictory) is kept."""
+    row = list(logits)
+    dup = RELATIONS.index("duplicate")
+    if label != dup:
+        row[dup] = -1e4
+    top = max(range(len(row)), key=row.__getitem__)
+    if top != label:
+        row[top], row[label] = row[label], row[top]
+    return row
+
+
 def train_cross_encoder(args, train_pairs, tok):
     rng = random.Random(args.seed)
     torch.manual_seed(args.seed)
@@ -205,16 +220,22 @@ def train_cross_encoder(args, train_pairs, tok):
     unlabelled = [k for k in unlabelled if k not in labelled_keys]
     if args.distil_unlabelled >= 0:
         unlabelled = unlabelled[:args.distil_unlabelled]
-    examples = []
+    examples, corrected = [], 0
     for p in train_pairs:
         a, b = (p["a"], p["b"]) if rng.random() < 0.5 else (p["b"], p["a"])
+        label = RELATIONS.index(p["relation"])
         soft = None if args.distil_only_unlabelled else teacher.get(canonical(a, b))
-        examples.append((a, b, RELATIONS.index(p["relation"]), soft))
+        if soft is not None and args.distil_correct:
+            fixed = label_corrected(soft, label)
+            corrected += fixed != soft
+            soft = fixed
+        examples.append((a, b, label, soft))
     # Pairs only the teacher labelled (label -1): the distillation loss alone reads them.
     examples += [(a, b, -1, teacher[(a, b)]) for a, b in unlabelled]
     if args.distil:
         log(f"teacher {args.distil}: {sum(e[3] is not None for e in examples[:len(train_pairs)])} of "
-            f"{len(train_pairs)} train pairs scored, {len(unlabelled)} unlabelled pairs added")
+            f"{len(train_pairs)} train pairs scored, {len(unlabelled)} unlabelled pairs added"
+            + (f", {corrected} labelled pairs' logits corrected to their label" if args.distil_correct else ""))
     groups = [p.get("group") or f"pair-{i}" for i, p in enumerate(train_pairs)] + [
         f"unlabelled-{i}" for i in range(len(unlabelled))]
     lengths = [len(e[0]) + len(e[1]) for e in examples]
@@ -453,6 +474,9 @@ def main():
     ap.add_argument("--distil-temperature", type=float, default=2.0)
     ap.add_argument("--distil-unlabelled", type=int, default=-1,
                     help="at most this many of the teacher's unlabelled pairs (-1: all)")
+    ap.add_argument("--distil-correct", action="store_true",
+                    help="the teacher's logits of a labelled pair are made to agree with its label before they "
+                         "are read: no duplicate mass on a negative, the label the most likely relation")
     ap.add_argument("--distil-only-unlabelled", action="store_true",
                     help="the labelled pairs learn from their labels alone (the teacher's scores of them, "
                          "fitted to those labels, are not read); the distillation loss reads the unlabelled pairs")
@@ -465,6 +489,9 @@ def main():
     ap.add_argument("--candidate-floor", type=float, default=0.30)
     ap.add_argument("--smoke", action="store_true", help="a tiny slice, to check the pipeline runs")
     args = ap.parse_args()
+    for flag in ("distil_correct", "distil_only_unlabelled"):
+        if getattr(args, flag) and not args.distil:
+            ap.error(f"--{flag.replace('_', '-')} reads a teacher's file: give it with --distil FILE")
 
     torch.set_num_threads(args.threads)
     random.seed(args.seed)
@@ -552,7 +579,8 @@ def main():
                   "train_rank_loss": args.rank_loss or None,
                   "train_distil": ({"file": os.path.basename(args.distil), "weight": args.distil_weight,
                                     "temperature": args.distil_temperature,
-                                    "only_unlabelled": args.distil_only_unlabelled} if args.distil else None),
+                                    "only_unlabelled": args.distil_only_unlabelled,
+                                    "label_corrected": args.distil_correct} if args.distil else None),
                   "train_minutes": round(train_minutes, 1), "export": check}
 
     # Everything below scores with the exported file that ships, as memdedup will.
