@@ -15,6 +15,11 @@ cut at two thresholds:
   holdout.jsonl and memories_dev.jsonl show what it does on data it never saw.
 
 `--list N` prints the N highest-scored negatives of tune.jsonl (calibration data only).
+
+`--teacher DIR --teacher-base CHECKPOINT` also reads a teacher kept by `teacher.py --save`
+(CHECKPOINT its base, e.g. all-mpnet-base-v2) the same way, with a decision like train.py's
+fitted on tune.jsonl (its duplicate log-odds and cosine, logistic; its own threshold the
+best F0.5 there): how far the judges it teaches are from it where the targets are.
 """
 import argparse
 import json
@@ -29,6 +34,45 @@ import calibrate as C  # noqa: E402
 from capacity_probe import FIXTURES, fixture_candidates  # noqa: E402
 from cosine_probe import embedder  # noqa: E402
 from train import dup_log_odds, onnx_logits  # noqa: E402
+
+TEACHER_MAX_LEN = 96
+
+
+def teacher_judge(folder, base, sets, threads):
+    """A kept teacher's decision probabilities over `sets`, and its own threshold."""
+    import torch
+
+    from capacity_probe import Model
+    from teacher import read_kept, relation_logits
+    meta, state = read_kept(folder, "--teacher")
+    torch.set_num_threads(threads)
+    model = Model(base, meta["layers"])
+    try:
+        model.load_state_dict(state)
+    except RuntimeError as e:
+        sys.exit(f"--teacher {folder}: its weights do not fit --teacher-base {base} ({e})")
+    tok = AutoTokenizer.from_pretrained(base)
+    feats = {}
+    for name, (ab, _, _, cos) in sets.items():
+        _, logits = relation_logits(model, tok, ab, meta.get("max_len", TEACHER_MAX_LEN))
+        feats[name] = C.features(dup_log_odds(logits), cos)
+    head = C.fit_logistic(feats["tune"], sets["tune"][1].astype(float))
+    probs = {name: C.probability(head, x) for name, x in feats.items()}
+    own, _ = C.f_beta_threshold(probs["tune"], sets["tune"][1], 0.5)
+    return probs, round(own, 4)
+
+
+def onnx_judge(judge_dir, tok, sets, threads):
+    """An exported judge's decision probabilities over `sets`, and its own threshold."""
+    with open(os.path.join(judge_dir, "judge.json")) as f:
+        judge = json.load(f)
+    (w_lo, w_cos), bias = judge["decision"]["weights"], judge["decision"]["bias"]
+    model = os.path.join(judge_dir, judge["model_file"])
+    probs = {}
+    for name, (ab, _, _, cos) in sets.items():
+        lo = dup_log_odds(onnx_logits(model, tok, ab, judge["max_len"], threads, 1))
+        probs[name] = 1 / (1 + np.exp(-(w_lo * lo + w_cos * cos + bias)))
+    return probs, judge["duplicate_threshold"]
 
 SHORT = {"tune.jsonl": "tune", "holdout.jsonl": "holdout", "memories_dev.jsonl": "dev"}
 
@@ -48,26 +92,27 @@ def main():
     ap.add_argument("--floor", type=float, default=0.30)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--list", type=int, default=0, help="print the N highest-scored negatives of tune.jsonl")
+    ap.add_argument("--teacher", default=None, help="a teacher kept by teacher.py --save")
+    ap.add_argument("--teacher-base", default=None, help="the teacher's checkpoint (its tokenizer and shape)")
     args = ap.parse_args()
+    if bool(args.teacher) != bool(args.teacher_base):
+        ap.error("--teacher and --teacher-base go together: the kept weights and the checkpoint they came from")
     tok = AutoTokenizer.from_pretrained(args.base)
     embed = embedder(args.base)
     sets = {SHORT[name]: fixture_candidates(embed, path, args.floor) for name, path in FIXTURES}
-    for judge_dir in args.judges:
-        with open(os.path.join(judge_dir, "judge.json")) as f:
-            judge = json.load(f)
-        (w_lo, w_cos), bias = judge["decision"]["weights"], judge["decision"]["bias"]
-        model = os.path.join(judge_dir, judge["model_file"])
-        probs = {}
-        for name, (ab, _, _, cos) in sets.items():
-            lo = dup_log_odds(onnx_logits(model, tok, ab, judge["max_len"], args.threads, 1))
-            probs[name] = 1 / (1 + np.exp(-(w_lo * lo + w_cos * cos + bias)))
+    judges = [(d, lambda d=d: onnx_judge(d, tok, sets, args.threads)) for d in args.judges]
+    if args.teacher:
+        judges.append((f"teacher {args.teacher}",
+                       lambda: teacher_judge(args.teacher, args.teacher_base, sets, args.threads)))
+    for label, run in judges:
+        probs, own = run()
         _, y, hard, _ = sets["tune"]
         cap = int(args.cap * hard.sum())
         capped = float(np.sort(probs["tune"][hard])[::-1][cap]) + 1e-6
-        print(f"{judge_dir}: own threshold {judge['duplicate_threshold']}; "
+        print(f"{label}: own threshold {own}; "
               f"{args.cap:.0%} of tune's hard negatives: {capped:.4f} (P / R / F1, hard negatives merged)")
         for name, (_, y, hard, _) in sets.items():
-            print(f"  {name:8} own {cut(probs[name], y, hard, judge['duplicate_threshold'])} | "
+            print(f"  {name:8} own {cut(probs[name], y, hard, own)} | "
                   f"capped {cut(probs[name], y, hard, capped)}")
         ab, y, hard, cos = sets["tune"]
         for i in [i for i in np.argsort(-probs["tune"]) if not y[i]][:args.list]:

@@ -181,15 +181,20 @@ def save_teacher(model, folder, args, steps, seen, train_minutes):
     print(f"kept the teacher in {folder}", flush=True)
 
 
-def load_teacher(model, folder, args):
-    """The weights --save kept, once its settings match this run's."""
-    path = os.path.join(folder, TEACHER_SETTINGS)
+def read_kept(folder, flag):
+    """The settings and weights --save kept in `folder` (`flag` names it in the error)."""
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(os.path.join(folder, TEACHER_SETTINGS), encoding="utf-8") as f:
             meta = json.load(f)
         state = torch.load(os.path.join(folder, TEACHER_WEIGHTS), map_location="cpu", weights_only=True)
     except (OSError, ValueError, RuntimeError) as e:
-        sys.exit(f"--load {folder}: no kept teacher there ({e}); train one with --save")
+        sys.exit(f"{flag} {folder}: no kept teacher there ({e}); train one with teacher.py --save")
+    return meta, state
+
+
+def load_teacher(model, folder, args):
+    """The weights --save kept, once its settings match this run's."""
+    meta, state = read_kept(folder, "--load")
     want = kept_settings(args)
     for key in KEPT_SETTINGS + ("checkpoint_sha256",):
         if meta.get(key) != want[key]:
