@@ -27,23 +27,19 @@ import os
 import sys
 
 import numpy as np
+import torch
 from transformers import AutoTokenizer
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import calibrate as C  # noqa: E402
-from capacity_probe import FIXTURES, fixture_candidates  # noqa: E402
+from capacity_probe import FIXTURES, Model, fixture_candidates  # noqa: E402
 from cosine_probe import embedder  # noqa: E402
+from teacher import read_kept, relation_logits  # noqa: E402
 from train import dup_log_odds, onnx_logits  # noqa: E402
-
-TEACHER_MAX_LEN = 96
 
 
 def teacher_judge(folder, base, sets, threads):
     """A kept teacher's decision probabilities over `sets`, and its own threshold."""
-    import torch
-
-    from capacity_probe import Model
-    from teacher import read_kept, relation_logits
     meta, state = read_kept(folder, "--teacher")
     torch.set_num_threads(threads)
     model = Model(base, meta["layers"])
@@ -54,7 +50,7 @@ def teacher_judge(folder, base, sets, threads):
     tok = AutoTokenizer.from_pretrained(base)
     feats = {}
     for name, (ab, _, _, cos) in sets.items():
-        _, logits = relation_logits(model, tok, ab, meta.get("max_len", TEACHER_MAX_LEN))
+        _, logits = relation_logits(model, tok, ab, meta["max_len"])
         feats[name] = C.features(dup_log_odds(logits), cos)
     head = C.fit_logistic(feats["tune"], sets["tune"][1].astype(float))
     probs = {name: C.probability(head, x) for name, x in feats.items()}
@@ -73,6 +69,7 @@ def onnx_judge(judge_dir, tok, sets, threads):
         lo = dup_log_odds(onnx_logits(model, tok, ab, judge["max_len"], threads, 1))
         probs[name] = 1 / (1 + np.exp(-(w_lo * lo + w_cos * cos + bias)))
     return probs, judge["duplicate_threshold"]
+
 
 SHORT = {"tune.jsonl": "tune", "holdout.jsonl": "holdout", "memories_dev.jsonl": "dev"}
 
