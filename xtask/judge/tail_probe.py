@@ -62,12 +62,12 @@ def onnx_judge(judge_dir, tok, sets, threads):
     """An exported judge's decision probabilities over `sets`, and its own threshold."""
     with open(os.path.join(judge_dir, "judge.json")) as f:
         judge = json.load(f)
-    (w_lo, w_cos), bias = judge["decision"]["weights"], judge["decision"]["bias"]
+    head = np.array(judge["decision"]["weights"]), judge["decision"]["bias"]
     model = os.path.join(judge_dir, judge["model_file"])
     probs = {}
     for name, (ab, _, _, cos) in sets.items():
         lo = dup_log_odds(onnx_logits(model, tok, ab, judge["max_len"], threads, 1))
-        probs[name] = 1 / (1 + np.exp(-(w_lo * lo + w_cos * cos + bias)))
+        probs[name] = C.probability(head, C.features(lo, cos))
     return probs, judge["duplicate_threshold"]
 
 
