@@ -8,9 +8,10 @@ import sys
 
 POSITIVE_KINDS = {"anchor", "synonym", "abbreviation", "reorder", "typo", "low_overlap",
                   "register", "converse", "negated_form", "expanded", "periphrasis",
-                  "number_form", "filler", "format", "light_edit"}
+                  "number_form", "filler", "format", "light_edit", "scope_form"}
 NEGATIVE_KINDS = {"opposite", "negation", "added_condition", "narrower", "broader",
-                  "other_number", "other_entity", "same_topic_other_claim", "swapped_roles"}
+                  "other_number", "other_entity", "same_topic_other_claim", "swapped_roles",
+                  "quantifier", "modality", "tense_aspect", "attitude", "cause", "order"}
 DOMAINS = {"coding", "tool_usage", "operations", "security", "trading", "research",
            "user_facts", "preferences", "personal_health", "decisions", "project_context",
            "support", "general_everyday", "general_questions", "general_instructions",
@@ -71,8 +72,15 @@ def check(path):
 
 def main():
     bad = 0
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
     for path in sys.argv[1:]:
-        problems, groups, texts = check(path)
+        try:
+            problems, groups, texts = check(path)
+        except OSError as e:
+            print(f"{path}: cannot read: {e.strerror}")
+            bad += 1
+            continue
         for p in problems[:50]:
             print(p)
         print(f"{path}: {groups} groups, {texts} texts, {len(problems)} problems")

@@ -9,8 +9,8 @@ and its paraphrases) and typed negatives close to it. Pairs:
 A group's split (train / calib / test) comes from the sha256 of its id, so the same group
 always lands in the same split and no text crosses splits.
 
-Run as a module of train.py or on its own: `python3 pairs.py DATA_DIR [--restated] [--nearcopy]`
-prints the counts.
+Run as a module of train.py or on its own: `python3 pairs.py DATA_DIR [--restated]
+[--nearcopy] [--shifts]` prints the counts.
 """
 import glob
 import hashlib
@@ -34,16 +34,19 @@ def split_of(group_id):
     return "train"
 
 
-def load_groups(data_dir, restated=False, nearcopy=False):
+def load_groups(data_dir, restated=False, nearcopy=False, shifts=False, raw=True):
     """The groups of `raw/*.jsonl`, with `restated` those of `restated/*.jsonl` too (the
-    second batch, DATA.md) and with `nearcopy` those of `nearcopy/*.jsonl` (the third),
-    read in the order of their file names."""
+    second batch, DATA.md), with `nearcopy` those of `nearcopy/*.jsonl` (the third) and
+    with `shifts` those of `shifts/*.jsonl` (the fourth), read in the order of their file
+    names. `raw=False` leaves out the first batch (to sample a later batch alone)."""
     groups = []
-    paths = glob.glob(os.path.join(data_dir, "raw", "*.jsonl"))
+    paths = glob.glob(os.path.join(data_dir, "raw", "*.jsonl")) if raw else []
     if restated:
         paths += glob.glob(os.path.join(data_dir, "restated", "*.jsonl"))
     if nearcopy:
         paths += glob.glob(os.path.join(data_dir, "nearcopy", "*.jsonl"))
+    if shifts:
+        paths += glob.glob(os.path.join(data_dir, "shifts", "*.jsonl"))
     for path in sorted(paths, key=os.path.basename):
         with open(path, encoding="utf-8") as f:
             for n, line in enumerate(f, 1):
@@ -90,6 +93,7 @@ def build_pairs(groups, seed=13):
 
 RESTATED_KINDS = {"periphrasis", "number_form"}
 NEARCOPY_KINDS = {"filler", "format", "light_edit"}
+SHIFT_KINDS = {"scope_form"}
 
 
 def every_member_negatives(groups, pairs, kinds=RESTATED_KINDS):
@@ -372,7 +376,8 @@ def counts(pairs):
 if __name__ == "__main__":
     paths = [a for a in sys.argv[1:] if not a.startswith("--")]
     data_dir = paths[0] if paths else "data/judge"
-    groups = load_groups(data_dir, restated="--restated" in sys.argv, nearcopy="--nearcopy" in sys.argv)
+    groups = load_groups(data_dir, restated="--restated" in sys.argv, nearcopy="--nearcopy" in sys.argv,
+                         shifts="--shifts" in sys.argv)
     pairs = build_pairs(groups)
     print(f"{len(groups)} groups, {len(pairs)} pairs")
     public = load_public_train(data_dir)

@@ -1,6 +1,8 @@
 """The second, independent labelling pass over a sample of the judge's pairs.
 
-  python3 review.py sample DATA_DIR N OUT_BLIND OUT_KEY   # pairs to label, without labels
+  python3 review.py sample DATA_DIR N OUT_BLIND OUT_KEY [BATCH [SEED]]
+                               # pairs to label, without labels; BATCH (restated, nearcopy,
+                               # shifts) samples that later batch alone
   python review.py neighbours DATA_DIR BASE N OUT_BLIND OUT_KEY
                                # the same for mined neighbour pairs (train.py --neighbours;
                                # needs the train-judge virtualenv and the base checkpoint)
@@ -20,9 +22,20 @@ import sys
 import pairs as pairdata
 
 
-def sample(data_dir, n, blind_path, key_path, seed=29):
+BATCHES = ("restated", "nearcopy", "shifts")
+
+
+def sample(data_dir, n, blind_path, key_path, batch=None, seed=29):
     rng = random.Random(seed)
-    all_pairs = pairdata.build_pairs(pairdata.load_groups(data_dir))
+    if batch is None:
+        groups = pairdata.load_groups(data_dir)
+    elif batch in BATCHES:
+        groups = pairdata.load_groups(data_dir, raw=False, **{batch: True})
+    else:
+        sys.exit(f"review.py sample: batch {batch!r} is not one of {', '.join(BATCHES)}")
+    if not groups:
+        sys.exit(f"review.py sample: no groups in {data_dir} for batch {batch or 'raw'}")
+    all_pairs = pairdata.build_pairs(groups)
     by_relation = {}
     for p in all_pairs:
         by_relation.setdefault(p["relation"], []).append(p)
@@ -104,7 +117,8 @@ def report(key, second):
 
 if __name__ == "__main__":
     if sys.argv[1] == "sample":
-        sample(sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5])
+        sample(sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5],
+               sys.argv[6] if len(sys.argv) > 6 else None, int(sys.argv[7]) if len(sys.argv) > 7 else 29)
     elif sys.argv[1] == "neighbours":
         sample_neighbours(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5], sys.argv[6])
     elif sys.argv[1] == "compare":

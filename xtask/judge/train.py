@@ -432,6 +432,12 @@ def main():
                     help="also read DATA/restated/*.jsonl, the second batch of groups (DATA.md; tried, not shipped)")
     ap.add_argument("--nearcopy", action="store_true",
                     help="also read DATA/nearcopy/*.jsonl, the third batch of groups: near-copies (DATA.md)")
+    ap.add_argument("--shifts", action="store_true",
+                    help="also read DATA/shifts/*.jsonl, the fourth batch of groups: one shift of quantifier, "
+                         "modality, tense, attitude, cause or order (DATA.md)")
+    ap.add_argument("--shifts-negatives", action="store_true",
+                    help="pair each negative of a shifts group with every member, train split only "
+                         "(pairs.every_member_negatives with pairs.SHIFT_KINDS)")
     ap.add_argument("--restated-negatives", action="store_true",
                     help="pair each negative of a group with restated members with every member, train split "
                          "only (pairs.every_member_negatives; tried, not shipped)")
@@ -492,6 +498,9 @@ def main():
     for flag in ("distil_correct", "distil_only_unlabelled"):
         if getattr(args, flag) and not args.distil:
             ap.error(f"--{flag.replace('_', '-')} reads a teacher's file: give it with --distil FILE")
+    for batch in ("restated", "nearcopy", "shifts"):
+        if getattr(args, f"{batch}_negatives") and not getattr(args, batch):
+            ap.error(f"--{batch}-negatives pairs the negatives of the {batch} batch: read it with --{batch}")
 
     torch.set_num_threads(args.threads)
     random.seed(args.seed)
@@ -499,7 +508,7 @@ def main():
     torch.manual_seed(args.seed)
     os.makedirs(args.out, exist_ok=True)
 
-    groups = pairdata.load_groups(args.data, restated=args.restated, nearcopy=args.nearcopy)
+    groups = pairdata.load_groups(args.data, restated=args.restated, nearcopy=args.nearcopy, shifts=args.shifts)
     if args.smoke:
         groups = [g for g in groups if g["group"].endswith(("1", "2", "3"))][:90] or groups[:90]
     all_pairs = pairdata.build_pairs(groups, seed=args.seed)
@@ -510,6 +519,8 @@ def main():
         split["train"] += pairdata.every_member_negatives(groups, split["train"])
     if args.nearcopy_negatives:
         split["train"] += pairdata.every_member_negatives(groups, split["train"], pairdata.NEARCOPY_KINDS)
+    if args.shifts_negatives:
+        split["train"] += pairdata.every_member_negatives(groups, split["train"], pairdata.SHIFT_KINDS)
     if args.all_negatives:
         split["train"] += pairdata.every_member_negatives(groups, split["train"], None)
     if args.augment:
@@ -556,7 +567,8 @@ def main():
         record = {k: prior_metrics[k] for k in ("train_pairs", "train_steps", "train_minutes", "export")}
         record.update({k: prior_metrics[k] for k in ("train_layers", "train_epochs", "train_head", "train_neighbours",
                                                           "train_restated", "train_restated_negatives", "train_nearcopy",
-                                                          "train_nearcopy_negatives", "train_all_negatives",
+                                                          "train_nearcopy_negatives", "train_shifts",
+                                                          "train_shifts_negatives", "train_all_negatives",
                                                           "train_freeze_layers", "train_fixtures",
                                                           "train_fixture_repeat", "train_rank_loss", "train_distil")
                        if k in prior_metrics})
@@ -572,6 +584,7 @@ def main():
                   "train_restated": args.restated, "train_restated_negatives": args.restated_negatives,
                   "train_nearcopy": args.nearcopy,
                   "train_nearcopy_negatives": args.nearcopy_negatives,
+                  "train_shifts": args.shifts, "train_shifts_negatives": args.shifts_negatives,
                   "train_all_negatives": args.all_negatives,
                   "train_freeze_layers": args.freeze_layers or None,
                   "train_fixtures": [os.path.basename(f) for f in args.train_fixture] or None,

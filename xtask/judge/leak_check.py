@@ -1,0 +1,109 @@
+"""Which texts of a batch of judge data come close to a text the judge is evaluated on.
+
+    python3 xtask/judge/leak_check.py --base BASE_DIR [--cosine 0.85] [--jaccard 0.5] \
+        [--public NAME=PATH ...] BATCH_FILE [BATCH_FILE ...]
+
+BATCH_FILE is a file of groups (data/judge/*/…jsonl). Every text of it is compared with
+every text of the labelled memory files (tests/fixtures/labelled/tune.jsonl,
+holdout.jsonl, tests/fixtures/memories_dev.jsonl) and of each public evaluation set
+(`{"a", "b"}` per line): by the shared-word ratio (Jaccard of lowercased word sets) and by
+the cosine of the shipped embedder in BASE_DIR. A text at or above either bound is
+printed with its closest evaluation text, and the groups that hold one are listed at the
+end, so that they can be dropped: training data must not restate what the judge is
+measured on. Exits 1 if any group is listed. Only reads data.
+"""
+import argparse
+import json
+import os
+import re
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cosine_probe import ROOT, embedder  # noqa: E402
+
+FIXTURES = ["tests/fixtures/labelled/tune.jsonl", "tests/fixtures/labelled/holdout.jsonl",
+            "tests/fixtures/memories_dev.jsonl"]
+WORD = re.compile(r"[a-z0-9]+")
+
+
+def words(text):
+    return frozenset(WORD.findall(text.lower()))
+
+
+def evaluation_texts(publics):
+    texts = {}
+    for rel in FIXTURES:
+        with open(os.path.join(ROOT, rel), encoding="utf-8") as f:
+            for line in f:
+                if line.strip():
+                    texts.setdefault(json.loads(line)["text"], os.path.basename(rel))
+    for name, path in publics:
+        with open(path, encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                row = json.loads(line)
+                if "a" not in row or "b" not in row:
+                    sys.exit(f"{path}:{n}: want {{\"a\", \"b\"}} per line")
+                texts.setdefault(row["a"], name)
+                texts.setdefault(row["b"], name)
+    return texts
+
+
+def batch_texts(paths):
+    out = []
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                if line.strip():
+                    g = json.loads(line)
+                    for m in g["members"] + g["negatives"]:
+                        out.append((g["group"], m["text"]))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--base", required=True, help="the shipped embedder (a directory with weights and tokenizer)")
+    ap.add_argument("--cosine", type=float, default=0.85)
+    ap.add_argument("--jaccard", type=float, default=0.5)
+    ap.add_argument("--public", action="append", default=[], help="NAME=PATH of a public evaluation set")
+    ap.add_argument("batch", nargs="+")
+    args = ap.parse_args()
+    publics = []
+    for spec in args.public:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not path:
+            ap.error(f"--public {spec!r}: want NAME=PATH")
+        publics.append((name, path))
+    ev = evaluation_texts(publics)
+    ev_texts = sorted(ev)
+    ev_words = [words(t) for t in ev_texts]
+    batch = batch_texts(args.batch)
+    embed = embedder(args.base)
+    ev_vec = embed(ev_texts)
+    vec = embed([t for _, t in batch])
+    flagged = {}
+    for i, (group, text) in enumerate(batch):
+        sims = ev_vec @ vec[i]
+        j = int(np.argmax(sims))
+        w = words(text)
+        jac = [len(w & e) / max(1, len(w | e)) for e in ev_words]
+        k = int(np.argmax(jac))
+        hits = []
+        if sims[j] >= args.cosine:
+            hits.append((f"cosine {sims[j]:.2f}", ev_texts[j]))
+        if jac[k] >= args.jaccard:
+            hits.append((f"words {jac[k]:.2f}", ev_texts[k]))
+        for why, other in hits:
+            print(f"{group} {why} | {text} || [{ev[other]}] {other}")
+            flagged.setdefault(group, []).append(why)
+    print(f"{len(batch)} texts of {len({g for g, _ in batch})} groups against {len(ev_texts)} evaluation texts; "
+          f"{len(flagged)} groups flagged: {' '.join(sorted(flagged))}")
+    sys.exit(1 if flagged else 0)
+
+
+if __name__ == "__main__":
+    main()
