@@ -1,7 +1,7 @@
 """Which texts of a batch of judge data come close to a text the judge is evaluated on.
 
     python3 xtask/judge/leak_check.py --base BASE_DIR [--cosine 0.85] [--jaccard 0.5] \
-        [--public NAME=PATH ...] BATCH_FILE [BATCH_FILE ...]
+        [--public NAME=PATH ...] [--write LIST] BATCH_FILE [BATCH_FILE ...]
 
 BATCH_FILE is a file of groups (data/judge/*/…jsonl). Every text of it is compared with
 every text of the labelled memory files (tests/fixtures/labelled/tune.jsonl,
@@ -10,7 +10,8 @@ holdout.jsonl, tests/fixtures/memories_dev.jsonl) and of each public evaluation 
 the cosine of the shipped embedder in BASE_DIR. A text at or above either bound is
 printed with its closest evaluation text, and the groups that hold one are listed at the
 end, so that they can be dropped: training data must not restate what the judge is
-measured on. Exits 1 if any group is listed. Only reads data.
+measured on. `--write LIST` writes them, one `GROUP  closest match` line each, for
+`train.py --exclude LIST`. Exits 1 if any group is listed (0 with --write).
 """
 import argparse
 import json
@@ -70,6 +71,7 @@ def main():
     ap.add_argument("--cosine", type=float, default=0.85)
     ap.add_argument("--jaccard", type=float, default=0.5)
     ap.add_argument("--public", action="append", default=[], help="NAME=PATH of a public evaluation set")
+    ap.add_argument("--write", default=None, help="write the flagged groups to this file (for train.py --exclude)")
     ap.add_argument("batch", nargs="+")
     args = ap.parse_args()
     publics = []
@@ -99,9 +101,20 @@ def main():
             hits.append((f"words {jac[k]:.2f}", ev_texts[k]))
         for why, other in hits:
             print(f"{group} {why} | {text} || [{ev[other]}] {other}")
-            flagged.setdefault(group, []).append(why)
+            flagged.setdefault(group, []).append(f"{why} [{ev[other]}]")
     print(f"{len(batch)} texts of {len({g for g, _ in batch})} groups against {len(ev_texts)} evaluation texts; "
           f"{len(flagged)} groups flagged: {' '.join(sorted(flagged))}")
+    if args.write:
+        tmp = args.write + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write("# Groups of data/judge close to an evaluation text (xtask/judge/leak_check.py):\n"
+                    f"# cosine >= {args.cosine} or shared words >= {args.jaccard}; read by train.py --exclude.\n")
+            for group in sorted(flagged):
+                best = max(flagged[group], key=lambda w: float(w.split()[1]))
+                f.write(f"{group}  {best}\n")
+        os.replace(tmp, args.write)
+        print(f"wrote {len(flagged)} groups to {args.write}")
+        return
     sys.exit(1 if flagged else 0)
 
 

@@ -34,11 +34,19 @@ def split_of(group_id):
     return "train"
 
 
-def load_groups(data_dir, restated=False, nearcopy=False, shifts=False, raw=True):
+def read_excluded(path):
+    """The group ids of an exclusion list (leak_check.py --write): the first word of each
+    line that is not blank or a # comment."""
+    with open(path, encoding="utf-8") as f:
+        return {line.split()[0] for line in f if line.strip() and not line.startswith("#")}
+
+
+def load_groups(data_dir, restated=False, nearcopy=False, shifts=False, raw=True, exclude=frozenset()):
     """The groups of `raw/*.jsonl`, with `restated` those of `restated/*.jsonl` too (the
     second batch, DATA.md), with `nearcopy` those of `nearcopy/*.jsonl` (the third) and
     with `shifts` those of `shifts/*.jsonl` (the fourth), read in the order of their file
-    names. `raw=False` leaves out the first batch (to sample a later batch alone)."""
+    names. `raw=False` leaves out the first batch (to sample a later batch alone); groups
+    whose id is in `exclude` are left out."""
     groups = []
     paths = glob.glob(os.path.join(data_dir, "raw", "*.jsonl")) if raw else []
     if restated:
@@ -52,6 +60,8 @@ def load_groups(data_dir, restated=False, nearcopy=False, shifts=False, raw=True
             for n, line in enumerate(f, 1):
                 if line.strip():
                     g = json.loads(line)
+                    if g["group"] in exclude:
+                        continue
                     g["_source"] = f"{os.path.basename(path)}:{n}"
                     groups.append(g)
     return groups

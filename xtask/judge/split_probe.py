@@ -1,7 +1,7 @@
 """Exported judges on the held-out test split of the judge's data, by batch and by kind.
 
     python3 xtask/judge/split_probe.py --data data/judge --base BASE_DIR [--shifts] \
-        [--restated] [--nearcopy] JUDGE_DIR [JUDGE_DIR ...]
+        [--restated] [--nearcopy] [--exclude LIST] JUDGE_DIR [JUDGE_DIR ...]
 
 JUDGE_DIR holds a judge.json and its ONNX file (models/pair-judge, or a train.py --out
 directory). Each judge scores every test-split pair of the groups read (the first batch,
@@ -38,10 +38,13 @@ def main():
     ap.add_argument("--restated", action="store_true")
     ap.add_argument("--nearcopy", action="store_true")
     ap.add_argument("--shifts", action="store_true")
+    ap.add_argument("--exclude", default=None, help="leave out the groups listed (as train.py --exclude)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("judges", nargs="+")
     args = ap.parse_args()
-    groups = pairdata.load_groups(args.data, restated=args.restated, nearcopy=args.nearcopy, shifts=args.shifts)
+    excluded = pairdata.read_excluded(args.exclude) if args.exclude else frozenset()
+    groups = pairdata.load_groups(args.data, restated=args.restated, nearcopy=args.nearcopy, shifts=args.shifts,
+                                  exclude=excluded)
     test = [p for p in pairdata.build_pairs(groups) if p["split"] == "test"]
     if not test:
         sys.exit(f"{args.data}: no test-split pairs in the groups read")

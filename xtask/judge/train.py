@@ -438,6 +438,9 @@ def main():
     ap.add_argument("--shifts-negatives", action="store_true",
                     help="pair each negative of a shifts group with every member, train split only "
                          "(pairs.every_member_negatives with pairs.SHIFT_KINDS)")
+    ap.add_argument("--exclude", default=None,
+                    help="leave out the groups listed in this file (leak_check.py --write: groups close to "
+                         "an evaluation text)")
     ap.add_argument("--restated-negatives", action="store_true",
                     help="pair each negative of a group with restated members with every member, train split "
                          "only (pairs.every_member_negatives; tried, not shipped)")
@@ -498,6 +501,8 @@ def main():
     for flag in ("distil_correct", "distil_only_unlabelled"):
         if getattr(args, flag) and not args.distil:
             ap.error(f"--{flag.replace('_', '-')} reads a teacher's file: give it with --distil FILE")
+    if args.exclude and not os.path.isfile(args.exclude):
+        ap.error(f"--exclude {args.exclude}: no such file (write it with xtask/judge/leak_check.py --write)")
     for batch in ("restated", "nearcopy", "shifts"):
         if getattr(args, f"{batch}_negatives") and not getattr(args, batch):
             ap.error(f"--{batch}-negatives pairs the negatives of the {batch} batch: read it with --{batch}")
@@ -508,7 +513,9 @@ def main():
     torch.manual_seed(args.seed)
     os.makedirs(args.out, exist_ok=True)
 
-    groups = pairdata.load_groups(args.data, restated=args.restated, nearcopy=args.nearcopy, shifts=args.shifts)
+    excluded = pairdata.read_excluded(args.exclude) if args.exclude else frozenset()
+    groups = pairdata.load_groups(args.data, restated=args.restated, nearcopy=args.nearcopy, shifts=args.shifts,
+                                  exclude=excluded)
     if args.smoke:
         groups = [g for g in groups if g["group"].endswith(("1", "2", "3"))][:90] or groups[:90]
     all_pairs = pairdata.build_pairs(groups, seed=args.seed)
@@ -568,7 +575,8 @@ def main():
         record.update({k: prior_metrics[k] for k in ("train_layers", "train_epochs", "train_head", "train_neighbours",
                                                           "train_restated", "train_restated_negatives", "train_nearcopy",
                                                           "train_nearcopy_negatives", "train_shifts",
-                                                          "train_shifts_negatives", "train_all_negatives",
+                                                          "train_shifts_negatives", "train_excluded",
+                                                          "train_all_negatives",
                                                           "train_freeze_layers", "train_fixtures",
                                                           "train_fixture_repeat", "train_rank_loss", "train_distil")
                        if k in prior_metrics})
@@ -585,6 +593,7 @@ def main():
                   "train_nearcopy": args.nearcopy,
                   "train_nearcopy_negatives": args.nearcopy_negatives,
                   "train_shifts": args.shifts, "train_shifts_negatives": args.shifts_negatives,
+                  "train_excluded": len(excluded) if args.exclude else None,
                   "train_all_negatives": args.all_negatives,
                   "train_freeze_layers": args.freeze_layers or None,
                   "train_fixtures": [os.path.basename(f) for f in args.train_fixture] or None,
