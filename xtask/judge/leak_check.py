@@ -82,7 +82,12 @@ def main():
         publics.append((name, path))
     ev = evaluation_texts(publics)
     ev_texts = sorted(ev)
-    ev_words = [words(t) for t in ev_texts]
+    ev_sizes = np.array([len(words(t)) for t in ev_texts])
+    postings = {}
+    for i, t in enumerate(ev_texts):
+        for w in words(t):
+            postings.setdefault(w, []).append(i)
+    postings = {w: np.array(ids) for w, ids in postings.items()}
     batch = batch_texts(args.batch)
     embed = embedder(args.base)
     ev_vec = embed(ev_texts)
@@ -92,7 +97,9 @@ def main():
         sims = ev_vec @ vec[i]
         j = int(np.argmax(sims))
         w = words(text)
-        jac = [len(w & e) / max(1, len(w | e)) for e in ev_words]
+        shared = [postings[x] for x in w if x in postings]
+        inter = np.bincount(np.concatenate(shared), minlength=len(ev_texts)) if shared else np.zeros(len(ev_texts))
+        jac = inter / np.maximum(1, len(w) + ev_sizes - inter)
         k = int(np.argmax(jac))
         hits = []
         if sims[j] >= args.cosine:
