@@ -14,6 +14,7 @@ trained on different batches are compared on equal ground. Only reads data.
 """
 import argparse
 import os
+import re
 import sys
 
 import numpy as np
@@ -26,9 +27,13 @@ from cosine_probe import cosines, embedder  # noqa: E402
 from tail_probe import onnx_judge  # noqa: E402
 
 
+BATCH_ID = re.compile(r"^(rs|nc|sh)[A-Z]-")
+
+
 def batch_of(group_id):
     """The batch a group id belongs to, by its prefix (rsX-, ncX-, shX-; else the first)."""
-    return {"rs": "restated", "nc": "nearcopy", "sh": "shifts"}.get(group_id[:2], "raw")
+    m = BATCH_ID.match(group_id)
+    return {"rs": "restated", "nc": "nearcopy", "sh": "shifts"}[m.group(1)] if m else "raw"
 
 
 def main():
