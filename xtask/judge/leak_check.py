@@ -22,10 +22,9 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from capacity_probe import FIXTURES  # noqa: E402
 from cosine_probe import ROOT, embedder  # noqa: E402
 
-FIXTURES = ["tests/fixtures/labelled/tune.jsonl", "tests/fixtures/labelled/holdout.jsonl",
-            "tests/fixtures/memories_dev.jsonl"]
 WORD = re.compile(r"[a-z0-9]+")
 
 
@@ -35,11 +34,11 @@ def words(text):
 
 def evaluation_texts(publics):
     texts = {}
-    for rel in FIXTURES:
-        with open(os.path.join(ROOT, rel), encoding="utf-8") as f:
+    for name, rel in FIXTURES:
+        with open(os.path.join(ROOT, "tests", "fixtures", rel), encoding="utf-8") as f:
             for line in f:
                 if line.strip():
-                    texts.setdefault(json.loads(line)["text"], os.path.basename(rel))
+                    texts.setdefault(json.loads(line)["text"], name)
     for name, path in publics:
         with open(path, encoding="utf-8") as f:
             for n, line in enumerate(f, 1):

@@ -411,6 +411,16 @@ def sha256(path):
     return h.hexdigest()
 
 
+# The later batches of groups (DATA.md): what each is, and the member kinds whose groups
+# `--BATCH-negatives` pairs every negative of with every member.
+BATCH_FLAGS = {
+    "restated": ("the second batch of groups: restatements (tried, not shipped)", "RESTATED_KINDS"),
+    "nearcopy": ("the third batch of groups: near-copies (tried, not shipped)", "NEARCOPY_KINDS"),
+    "shifts": ("the fourth batch of groups: one shift of quantifier, modality, tense, attitude, cause or "
+               "order (tried, not shipped)", "SHIFT_KINDS"),
+}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", required=True, help="data/judge")
@@ -428,25 +438,15 @@ def main():
                     help="add surface-variant pairs to the train split (pairs.augment_train; tried, not shipped)")
     ap.add_argument("--public-train", action="store_true",
                     help="also train on the public sets of DATA/public/ (pairs.load_public_train; tried, not shipped)")
-    ap.add_argument("--restated", action="store_true",
-                    help="also read DATA/restated/*.jsonl, the second batch of groups (DATA.md; tried, not shipped)")
-    ap.add_argument("--nearcopy", action="store_true",
-                    help="also read DATA/nearcopy/*.jsonl, the third batch of groups: near-copies (DATA.md)")
-    ap.add_argument("--shifts", action="store_true",
-                    help="also read DATA/shifts/*.jsonl, the fourth batch of groups: one shift of quantifier, "
-                         "modality, tense, attitude, cause or order (DATA.md)")
-    ap.add_argument("--shifts-negatives", action="store_true",
-                    help="pair each negative of a shifts group with every member, train split only "
-                         "(pairs.every_member_negatives with pairs.SHIFT_KINDS)")
+    for batch, (what, kinds) in BATCH_FLAGS.items():
+        ap.add_argument(f"--{batch}", action="store_true",
+                        help=f"also read DATA/{batch}/*.jsonl, {what} (DATA.md)")
+        ap.add_argument(f"--{batch}-negatives", action="store_true",
+                        help=f"pair each negative of a {batch} group with every member, train split only "
+                             f"(pairs.every_member_negatives with pairs.{kinds})")
     ap.add_argument("--exclude", default=None,
                     help="leave out the groups listed in this file (leak_check.py --write: groups close to "
                          "an evaluation text)")
-    ap.add_argument("--restated-negatives", action="store_true",
-                    help="pair each negative of a group with restated members with every member, train split "
-                         "only (pairs.every_member_negatives; tried, not shipped)")
-    ap.add_argument("--nearcopy-negatives", action="store_true",
-                    help="pair each negative of a near-copy group with every member, train split only "
-                         "(pairs.every_member_negatives with pairs.NEARCOPY_KINDS)")
     ap.add_argument("--all-negatives", action="store_true",
                     help="pair each negative of every train group with every member (pairs.every_member_negatives "
                          "with every kind); with --distil, the teacher's logits of such pairs are read as well")
@@ -503,7 +503,7 @@ def main():
             ap.error(f"--{flag.replace('_', '-')} reads a teacher's file: give it with --distil FILE")
     if args.exclude and not os.path.isfile(args.exclude):
         ap.error(f"--exclude {args.exclude}: no such file (write it with xtask/judge/leak_check.py --write)")
-    for batch in ("restated", "nearcopy", "shifts"):
+    for batch in BATCH_FLAGS:
         if getattr(args, f"{batch}_negatives") and not getattr(args, batch):
             ap.error(f"--{batch}-negatives pairs the negatives of the {batch} batch: read it with --{batch}")
 
@@ -522,12 +522,9 @@ def main():
     split = {s: [p for p in all_pairs if p["split"] == s] for s in pairdata.SPLITS}
     if args.public_train:
         split["train"] += pairdata.load_public_train(args.data)
-    if args.restated_negatives:
-        split["train"] += pairdata.every_member_negatives(groups, split["train"])
-    if args.nearcopy_negatives:
-        split["train"] += pairdata.every_member_negatives(groups, split["train"], pairdata.NEARCOPY_KINDS)
-    if args.shifts_negatives:
-        split["train"] += pairdata.every_member_negatives(groups, split["train"], pairdata.SHIFT_KINDS)
+    for batch, (_, kinds) in BATCH_FLAGS.items():
+        if getattr(args, f"{batch}_negatives"):
+            split["train"] += pairdata.every_member_negatives(groups, split["train"], getattr(pairdata, kinds))
     if args.all_negatives:
         split["train"] += pairdata.every_member_negatives(groups, split["train"], None)
     if args.augment:
