@@ -27,13 +27,15 @@ struct TestCounts {
 }
 
 /// Runs fmt, clippy, fetch-model, test, tidy, the training smoke run, rustdoc and cargo-deny; prints a header and
-/// the elapsed time per step. The test step alone gets `DATABASE_URL` and `REDIS_URL` of
+/// the elapsed time per step. What the later steps download is fetched beside fmt and
+/// clippy (see [`spawn_downloads`]). The test step alone gets `DATABASE_URL` and `REDIS_URL` of
 /// a disposable Postgres and redis-server (see [`crate::services`]) unless the
 /// environment sets them, and `MEMDEDUP_MCP_PYTHON` of the Python MCP SDK's virtualenv
 /// (see [`crate::mcp_python`]).
 pub fn run(root: &Path) -> Result<()> {
     type Step<'a> = (&'a str, Box<dyn Fn() -> Result<Outcome> + 'a>);
     let totals = std::cell::Cell::new(TestCounts::default());
+    let downloads = std::cell::RefCell::new(Some(spawn_downloads(root)));
     let steps: Vec<Step<'_>> = vec![
         ("cargo fmt --all -- --check", Box::new(|| cargo_step(root, &["fmt", "--all", "--", "--check"]))),
         (
@@ -42,7 +44,15 @@ pub fn run(root: &Path) -> Result<()> {
                 cargo_step(root, &["clippy", "--workspace", "--all-targets", "--all-features", "--", "-D", "warnings"])
             }),
         ),
-        ("fetch-model", Box::new(|| crate::model::fetch_model(None).map(|_| Outcome::Passed))),
+        (
+            "fetch-model",
+            Box::new(|| {
+                if let Some(handle) = downloads.borrow_mut().take() {
+                    wait_for_downloads(handle);
+                }
+                crate::model::fetch_model(None).map(|_| Outcome::Passed)
+            }),
+        ),
         (
             "cargo test --workspace --all-features",
             Box::new(|| {
@@ -123,6 +133,51 @@ pub fn run(root: &Path) -> Result<()> {
     let t = totals.get();
     println!("tests: {} passed, {} failed, {} skipped", t.passed, t.failed, t.ignored);
     Ok(())
+}
+
+/// What the later steps download, fetched on a thread while fmt and clippy keep the CPU
+/// busy: the embedder and judge (`fetch-model`), the Python MCP SDK and the MCP Inspector
+/// of the tests (unless the environment names its own), and the training virtualenv and
+/// base checkpoint of the smoke runs (torch and its CUDA libraries: a few GB of wheels).
+/// Each step still calls the same `ensure`, which finds the work done; a failure here is
+/// only reported, and the step that needs the download tries again with its own error.
+fn spawn_downloads(root: &Path) -> std::thread::JoinHandle<Vec<String>> {
+    let root = root.to_path_buf();
+    std::thread::spawn(move || {
+        type Job<'a> = (&'a str, Box<dyn Fn() -> Result<()> + 'a>);
+        let unset = |var: &str| std::env::var_os(var).is_none();
+        let mut jobs: Vec<Job<'_>> = vec![("fetch-model", Box::new(|| crate::model::fetch_model(None).map(drop)))];
+        if unset(crate::mcp_python::PYTHON_ENV_VAR) {
+            jobs.push(("the Python MCP SDK", Box::new(|| crate::mcp_python::ensure().map(drop))));
+        }
+        if unset(crate::mcp_inspector::INSPECTOR_ENV_VAR) {
+            jobs.push(("the MCP Inspector", Box::new(|| crate::mcp_inspector::ensure(&root).map(drop))));
+        }
+        jobs.push((
+            "the training virtualenv and base checkpoint",
+            Box::new(|| {
+                crate::train_judge::ensure_venv(&root)?;
+                crate::train_judge::ensure_base_model().map(drop)
+            }),
+        ));
+        let mut failures = Vec::new();
+        for (what, job) in jobs {
+            if let Err(e) = job() {
+                failures.push(format!("{what}: {e:#}"));
+            }
+        }
+        failures
+    })
+}
+
+/// Joins [`spawn_downloads`]' thread and reports what it could not fetch.
+fn wait_for_downloads(handle: std::thread::JoinHandle<Vec<String>>) {
+    let start = Instant::now();
+    let failures = handle.join().unwrap_or_else(|_| vec!["the download thread panicked".to_owned()]);
+    println!("==> ci: background downloads done (waited {})", secs(start.elapsed()));
+    for failure in failures {
+        println!("==> ci: background download failed, the step that needs it tries again: {failure}");
+    }
 }
 
 /// `cargo test --workspace --all-features` with `env` added to its environment, its stdout
