@@ -16,6 +16,13 @@ cut at two thresholds:
 
 `--list N` prints the N highest-scored negatives of tune.jsonl (calibration data only).
 
+`--bootstrap N` tells a difference from the luck of the sample: for each judge after the
+first, N resamples (with replacement, seed 13) of each file's candidate pairs give the
+5th to 95th percentile of its F1 minus the first judge's, both at their own thresholds,
+how often it comes out ahead, and the same interval for the hard negatives it merges
+more. Pairs share memories, so resampling pairs understates
+the spread: read an interval that includes zero as no difference.
+
 `--teacher DIR --teacher-base CHECKPOINT` also reads a teacher kept by `teacher.py --save`
 (CHECKPOINT its base, e.g. all-mpnet-base-v2) the same way, with a decision like train.py's
 fitted on tune.jsonl (its duplicate log-odds and cosine, logistic; its own threshold the
@@ -81,6 +88,29 @@ def cut(p, y, hard, threshold):
             f"{int((merged & hard).sum())} of {int(hard.sum())} hard")
 
 
+def bootstrap(reference, other, sets, n, seed=13):
+    """Lines comparing two judges' F1 at their own thresholds over `n` paired resamples."""
+    rng = np.random.default_rng(seed)
+    lines = []
+    for name, (_, y, hard, _) in sets.items():
+        a, b = reference[name], other[name]
+        idx = rng.integers(0, len(y), size=(n, len(y)))
+        ya, ha, pa, pb = y[idx] == 1, hard[idx], a[idx], b[idx]
+
+        def f1(pred):
+            tp = (pred & ya).sum(axis=1)
+            return 2 * tp / np.maximum(pred.sum(axis=1) + ya.sum(axis=1), 1)
+
+        diff = f1(pb) - f1(pa)
+        lo, hi = np.percentile(diff, [5, 95])
+        more = (pb & ha).sum(axis=1) - (pa & ha).sum(axis=1)
+        m_lo, m_hi = np.percentile(more, [5, 95])
+        lines.append(f"  {name:8} F1 difference {diff.mean():+.3f} (90 % of resamples {lo:+.3f} to {hi:+.3f}), "
+                     f"ahead in {np.mean(diff > 0):.0%}; hard negatives merged {more.mean():+.1f} "
+                     f"({m_lo:+.0f} to {m_hi:+.0f})")
+    return lines
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--base", required=True, help="the shipped embedder and tokenizer")
@@ -89,6 +119,8 @@ def main():
     ap.add_argument("--floor", type=float, default=0.30)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--list", type=int, default=0, help="print the N highest-scored negatives of tune.jsonl")
+    ap.add_argument("--bootstrap", type=int, default=0,
+                    help="compare each judge with the first over N paired resamples of the pairs")
     ap.add_argument("--teacher", default=None, help="a teacher kept by teacher.py --save")
     ap.add_argument("--teacher-base", default=None, help="the teacher's checkpoint (its tokenizer and shape)")
     args = ap.parse_args()
@@ -101,8 +133,12 @@ def main():
     if args.teacher:
         judges.append((f"teacher {args.teacher}",
                        lambda: teacher_judge(args.teacher, args.teacher_base, sets, args.threads)))
+    if args.bootstrap < 0:
+        ap.error(f"--bootstrap takes a number of resamples, not {args.bootstrap}")
+    merged = []
     for label, run in judges:
         probs, own = run()
+        merged.append((label, {name: probs[name] >= own for name in sets}))
         _, y, hard, _ = sets["tune"]
         cap = int(args.cap * hard.sum())
         capped = float(np.sort(probs["tune"][hard])[::-1][cap]) + 1e-6
@@ -115,6 +151,11 @@ def main():
         for i in [i for i in np.argsort(-probs["tune"]) if not y[i]][:args.list]:
             kind = "hard" if hard[i] else "other"
             print(f"    {probs['tune'][i]:.3f} {kind:5} cos {cos[i]:.2f} | {ab[i][0]} || {ab[i][1]}")
+    if args.bootstrap:
+        first, reference = merged[0]
+        for label, other in merged[1:]:
+            print(f"{label} against {first}, {args.bootstrap} resamples:")
+            print("\n".join(bootstrap(reference, other, sets, args.bootstrap)))
 
 
 if __name__ == "__main__":
