@@ -80,7 +80,7 @@ def score(model, tok, ab, max_len, batch=64):
 
 
 FIXTURES = [("tune.jsonl", "labelled/tune.jsonl"), ("holdout.jsonl", "labelled/holdout.jsonl"),
-            ("memories_dev.jsonl", "memories_dev.jsonl")]
+            ("memories_dev.jsonl", "memories_dev.jsonl"), ("holdout2.jsonl", "labelled/holdout2.jsonl")]
 
 
 def fixture_candidates(embed, path, floor=0.30, limit=None):

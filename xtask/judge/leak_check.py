@@ -4,8 +4,8 @@
         [--public NAME=PATH ...] [--write LIST] BATCH_FILE [BATCH_FILE ...]
 
 BATCH_FILE is a file of groups (data/judge/*/…jsonl). Every text of it is compared with
-every text of the labelled memory files (tests/fixtures/labelled/tune.jsonl,
-holdout.jsonl, tests/fixtures/memories_dev.jsonl) and of each public evaluation set
+every text of the labelled memory files (tests/fixtures/labelled/tune.jsonl, holdout.jsonl,
+holdout2.jsonl, tests/fixtures/memories_dev.jsonl) and of each public evaluation set
 (`{"a", "b"}` per line): by the shared-word ratio (Jaccard of lowercased word sets) and by
 the cosine of the shipped embedder in BASE_DIR. A text at or above either bound is
 printed with its closest evaluation text, and the groups that hold one are listed at the

@@ -4,10 +4,10 @@
 
 JUDGE_DIR holds a judge.json and its ONNX file (models/pair-judge, or a train.py --out
 directory). Over the candidate pairs (cosine >= 0.30 by the shipped embedder in
-TOKENIZER_DIR) of the three labelled memory files, each judge's decision probability
-(its model's duplicate log-odds and cosine, through its own fitted decision; no nearest-k
-limit and no review hold, so the counts differ a little from train.py's evaluation) is
-cut at two thresholds:
+TOKENIZER_DIR) of the labelled memory files (tune, holdout, holdout2, memories_dev), each
+judge's decision probability (its model's duplicate log-odds and cosine, through its own
+fitted decision; no nearest-k limit and no review hold, so the counts differ a little from
+train.py's evaluation) is cut at two thresholds:
 
 - its own duplicate threshold;
 - the threshold that merges at most CAP (2 %) of tune.jsonl's hard negatives: tune.jsonl
@@ -78,7 +78,7 @@ def onnx_judge(judge_dir, tok, sets, threads):
     return probs, judge["duplicate_threshold"]
 
 
-SHORT = {"tune.jsonl": "tune", "holdout.jsonl": "holdout", "memories_dev.jsonl": "dev"}
+SHORT = {"tune.jsonl": "tune", "holdout.jsonl": "holdout", "memories_dev.jsonl": "dev", "holdout2.jsonl": "holdout2"}
 
 
 def cut(p, y, hard, threshold):

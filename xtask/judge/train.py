@@ -38,7 +38,7 @@ from calibrate import (  # noqa: E402
 
 RELATIONS = pairdata.RELATIONS
 # The labelled memory files that are never trained or calibrated on.
-HELD_OUT_FIXTURES = ("holdout.jsonl", "memories_dev.jsonl")
+HELD_OUT_FIXTURES = ("holdout.jsonl", "memories_dev.jsonl", "holdout2.jsonl")
 DUP = RELATIONS.index("duplicate")
 
 
