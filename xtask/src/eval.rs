@@ -12,8 +12,8 @@ use crate::process;
 /// Per-command help text.
 pub const HELP: &str = "\
 Builds the CLI, fetches the model if needed, and runs `memdedup eval --json` over
-tests/fixtures/labelled/tune.jsonl, tests/fixtures/labelled/holdout.jsonl and
-tests/fixtures/memories_dev.jsonl: with the cosine judge at the thresholds 0.65 to 0.90,
+tests/fixtures/labelled/tune.jsonl, tests/fixtures/labelled/holdout.jsonl,
+tests/fixtures/labelled/holdout2.jsonl and tests/fixtures/memories_dev.jsonl: with the cosine judge at the thresholds 0.65 to 0.90,
 then with the local judge at its built-in parameters, then with the learned pair judge
 (threshold: its calibrated P(duplicate); pairs it leaves uncertain are not merged and are
 counted in the note). Prints one Markdown table (file, judge, threshold or duplicate floor, pair precision, recall, F1, false pairs, false pairs
@@ -21,9 +21,10 @@ with a hard negative, hard negatives merged, missed pairs), as docs/QUALITY.md s
 Files that do not exist are skipped with a note.";
 
 /// The labelled files, relative to the workspace root.
-const FILES: [&str; 3] = [
+const FILES: [&str; 4] = [
     "tests/fixtures/labelled/tune.jsonl",
     "tests/fixtures/labelled/holdout.jsonl",
+    "tests/fixtures/labelled/holdout2.jsonl",
     "tests/fixtures/memories_dev.jsonl",
 ];
 /// The cosine thresholds of the table.
