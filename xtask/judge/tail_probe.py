@@ -16,6 +16,11 @@ train.py's evaluation) is cut at two thresholds:
 
 `--list N` prints the N highest-scored negatives of tune.jsonl (calibration data only).
 
+`--equal-hard N[,N...]` compares rankings apart from where each judge puts its threshold:
+on each held-out file, the share of duplicates a judge finds at the threshold where it
+merges N hard-negative pairs (chosen on that file, so a reading of the ranking, not a
+setting anyone could use).
+
 `--bootstrap N` tells a difference from the luck of the sample: for each judge after the
 first, N resamples (with replacement, seed 13) of each file's candidate pairs give the
 5th to 95th percentile of its F1 minus the first judge's, both at their own thresholds,
@@ -111,6 +116,14 @@ def bootstrap(reference, other, sets, n, seed=13):
     return lines
 
 
+def recall_at_hard(p, y, hard, n):
+    """The share of duplicates above the threshold where `p` merges `n` hard-negative pairs."""
+    scores = np.sort(p[hard])[::-1]
+    if n >= len(scores):
+        return float("nan")
+    return float(((p > scores[n]) & (y == 1)).sum() / max(1, y.sum()))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--base", required=True, help="the shipped embedder and tokenizer")
@@ -121,6 +134,7 @@ def main():
     ap.add_argument("--list", type=int, default=0, help="print the N highest-scored negatives of tune.jsonl")
     ap.add_argument("--bootstrap", type=int, default=0,
                     help="compare each judge with the first over N paired resamples of the pairs")
+    ap.add_argument("--equal-hard", default="", help="N[,N...]: recall where each judge merges N hard-negative pairs")
     ap.add_argument("--teacher", default=None, help="a teacher kept by teacher.py --save")
     ap.add_argument("--teacher-base", default=None, help="the teacher's checkpoint (its tokenizer and shape)")
     args = ap.parse_args()
@@ -135,6 +149,12 @@ def main():
                        lambda: teacher_judge(args.teacher, args.teacher_base, sets, args.threads)))
     if args.bootstrap < 0:
         ap.error(f"--bootstrap takes a number of resamples, not {args.bootstrap}")
+    try:
+        equal_hard = [int(n) for n in args.equal_hard.split(",") if n.strip()]
+    except ValueError:
+        ap.error(f"--equal-hard takes counts separated by commas, not {args.equal_hard!r}")
+    if any(n < 0 for n in equal_hard):
+        ap.error(f"--equal-hard takes counts of 0 or more, not {args.equal_hard!r}")
     merged = []
     for label, run in judges:
         probs, own = run()
@@ -147,6 +167,9 @@ def main():
         for name, (_, y, hard, _) in sets.items():
             print(f"  {name:8} own {cut(probs[name], y, hard, own)} | "
                   f"capped {cut(probs[name], y, hard, capped)}")
+            if equal_hard and name != "tune":
+                print("           recall at " + ", ".join(
+                    f"{n} hard merged {recall_at_hard(probs[name], y, hard, n):.3f}" for n in equal_hard))
         ab, y, hard, cos = sets["tune"]
         for i in [i for i in np.argsort(-probs["tune"]) if not y[i]][:args.list]:
             kind = "hard" if hard[i] else "other"
