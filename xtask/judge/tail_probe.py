@@ -25,8 +25,8 @@ setting anyone could use).
 first, N resamples (with replacement, seed 13) of each file's candidate pairs give the
 5th to 95th percentile of its F1 minus the first judge's, both at their own thresholds,
 how often it comes out ahead, and the same interval for the hard negatives it merges
-more. Pairs share memories, so resampling pairs understates
-the spread: read an interval that includes zero as no difference.
+more. Pairs share memories, so resampling pairs understates the spread: read an interval
+that includes zero as no difference.
 
 `--teacher DIR --teacher-base CHECKPOINT` also reads a teacher kept by `teacher.py --save`
 (CHECKPOINT its base, e.g. all-mpnet-base-v2) the same way, with a decision like train.py's
@@ -116,12 +116,17 @@ def bootstrap(reference, other, sets, n, seed=13):
     return lines
 
 
-def recall_at_hard(p, y, hard, n):
-    """The share of duplicates above the threshold where `p` merges `n` hard-negative pairs."""
+def hard_cut(p, hard, n):
+    """The lowest threshold at which `p` merges at most `n` hard-negative pairs (None when
+    there are no more than `n`)."""
     scores = np.sort(p[hard])[::-1]
-    if n >= len(scores):
-        return float("nan")
-    return float(((p > scores[n]) & (y == 1)).sum() / max(1, y.sum()))
+    return None if n >= len(scores) else float(scores[n]) + 1e-6
+
+
+def recall_at_hard(p, y, hard, n):
+    """The share of duplicates at or above `hard_cut(p, hard, n)`."""
+    t = hard_cut(p, hard, n)
+    return float("nan") if t is None else float(((p >= t) & (y == 1)).sum() / max(1, y.sum()))
 
 
 def main():
@@ -160,8 +165,7 @@ def main():
         probs, own = run()
         merged.append((label, {name: probs[name] >= own for name in sets}))
         _, y, hard, _ = sets["tune"]
-        cap = int(args.cap * hard.sum())
-        capped = float(np.sort(probs["tune"][hard])[::-1][cap]) + 1e-6
+        capped = hard_cut(probs["tune"], hard, int(args.cap * hard.sum()))
         print(f"{label}: own threshold {own}; "
               f"{args.cap:.0%} of tune's hard negatives: {capped:.4f} (P / R / F1, hard negatives merged)")
         for name, (_, y, hard, _) in sets.items():
