@@ -97,9 +97,9 @@ pub fn run(root: &Path) -> Result<()> {
     process::run(with_db().arg("stats"))?;
 
     // A pair the learned judge is unsure of is stored, linked, and queued for review.
-    for text in ["always use type hints for function parameters", "use type hints on all function parameters"] {
-        println!("\n==> memdedup --db {} add \"{text}\" --namespace lessons", db.display());
-        process::run(with_db().args(["add", text, "--namespace", "lessons"]))?;
+    for text in ["The user prefers tabs over spaces.", "User likes indenting with tabs rather than spaces."] {
+        println!("\n==> memdedup --db {} add \"{text}\" --namespace preferences", db.display());
+        process::run(with_db().args(["add", text, "--namespace", "preferences"]))?;
     }
     println!("\n==> memdedup --db {} review   (the pairs waiting for a person or an agent)", db.display());
     process::run(with_db().args(["review", "--list"]))?;
