@@ -20,9 +20,8 @@ fn add(db: &str, content: &str) -> Value {
     run_json(db, &["add", content, "--judge", "learned"])
 }
 
-/// A pair the shipped model reads in its uncertain band (P(duplicate) about 0.53).
-const TABS: &str = "The user prefers tabs over spaces.";
-const TABS_AGAIN: &str = "User likes indenting with tabs rather than spaces.";
+const TABS: &str = crate::support::UNSURE_PAIR[0];
+const TABS_AGAIN: &str = crate::support::UNSURE_PAIR[1];
 
 #[test]
 #[ignore = "known failure of the shipped model: it reads the pair as another claim (P 0.29; stored, and held for review only because its cosine reaches the threshold); see docs/MODEL.md"]

@@ -3,11 +3,7 @@
 
 use serde_json::Value;
 
-use crate::support::{memdedup, require_model, run_json, sqlite_db, text};
-
-/// A paraphrase the shipped learned judge is unsure of (P(duplicate) 0.53, in its uncertain
-/// band; cosine 0.83, under the default threshold, so the band alone queues it).
-const UNSURE: [&str; 2] = ["The user prefers tabs over spaces.", "User likes indenting with tabs rather than spaces."];
+use crate::support::{UNSURE_PAIR as UNSURE, memdedup, require_model, run_json, sqlite_db, text};
 
 fn add_pair(db: &str, namespace: &str) -> (i64, i64) {
     let first = run_json(db, &["add", UNSURE[0], "-n", namespace]);
