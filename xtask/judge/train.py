@@ -276,9 +276,9 @@ def train_cross_encoder(args, train_pairs, tok):
             if args.max_minutes and time.time() - start > args.max_minutes * 60:
                 log(f"stopping at the time budget of {args.max_minutes} minutes, step {step}/{total}")
                 model.eval()
-                return model, step
+                return model, step, total
     model.eval()
-    return model, step
+    return model, step, total
 
 
 @torch.no_grad()
@@ -569,7 +569,8 @@ def main():
         shutil.copyfile(os.path.join(args.model, prior["model_file"]), final)
         chosen, args.max_len = prior["weights"], prior["max_len"]
         record = {k: prior_metrics[k] for k in ("train_pairs", "train_steps", "train_minutes", "export")}
-        record.update({k: prior_metrics[k] for k in ("train_layers", "train_epochs", "train_head", "train_neighbours",
+        record.update({k: prior_metrics[k] for k in ("train_steps_planned", "train_layers", "train_epochs", "train_head",
+                                                          "train_neighbours",
                                                           "train_restated", "train_restated_negatives", "train_nearcopy",
                                                           "train_nearcopy_negatives", "train_shifts",
                                                           "train_shifts_negatives", "train_excluded",
@@ -580,11 +581,12 @@ def main():
         log(f"calibrating the trained model in {args.model} (sha256 {sha256(final)})")
     else:
         t0 = time.time()
-        model, steps = train_cross_encoder(args, split["train"], tok)
+        model, steps, planned = train_cross_encoder(args, split["train"], tok)
         train_minutes = (time.time() - t0) / 60
         log(f"trained {steps} steps in {train_minutes:.1f} min")
         chosen, check = export_model(args, model, tok, test_ab, test_y, final)
-        record = {"train_pairs": len(split["train"]), "train_steps": steps, "train_layers": args.layers or None,
+        record = {"train_pairs": len(split["train"]), "train_steps": steps, "train_steps_planned": planned,
+                  "train_layers": args.layers or None,
                   "train_epochs": args.epochs, "train_head": args.head, "train_neighbours": args.neighbours,
                   "train_restated": args.restated, "train_restated_negatives": args.restated_negatives,
                   "train_nearcopy": args.nearcopy,

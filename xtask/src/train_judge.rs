@@ -36,7 +36,10 @@ Options:
   --smoke              train on a tiny slice into a temporary directory, check the outputs,
                        and write nothing (what `cargo xtask ci` runs, for both judges)
   --public NAME=PATH   also evaluate on a public labelled pair file (JSONL with a, b, dup)
-  --max-minutes N      stop training after N minutes (default 45)
+  --max-minutes N      stop training after N minutes (default 45). When the default budget
+                       cuts training short (a busy machine), nothing is installed: the
+                       model would not be the recipe's. With --max-minutes given, a short
+                       run is installed with a warning
 
 The virtualenv is $MEMDEDUP_TRAIN_VENV, else $XDG_CACHE_HOME/memdedup/train-judge/venv (else
 ~/.cache/...): python3 -m venv, then pip install --require-hashes --no-deps -r
@@ -142,7 +145,7 @@ pub fn run(root: &Path, args: &TrainArgs) -> Result<()> {
         .arg(&base)
         .arg("--out")
         .arg(&out)
-        .args(["--max-minutes", &args.max_minutes.unwrap_or(45).to_string()]);
+        .args(["--max-minutes", &args.max_minutes.unwrap_or(DEFAULT_MAX_MINUTES).to_string()]);
     for fixture in FIXTURES {
         cmd.arg("--fixture").arg(root.join(fixture));
     }
@@ -168,6 +171,15 @@ pub fn run(root: &Path, args: &TrainArgs) -> Result<()> {
 
     for name in judge.outputs {
         ensure!(out.join(name).is_file(), "{} finished without writing {name} into {}", judge.script, out.display());
+    }
+    let metrics = std::fs::read_to_string(out.join("metrics.json"))?;
+    if let Some(short) = cut_short(&metrics, args.max_minutes.unwrap_or(DEFAULT_MAX_MINUTES))? {
+        ensure!(
+            args.max_minutes.is_some() || args.smoke,
+            "{short}; nothing installed. Run it again on an idle machine, or pass --max-minutes N to \
+             install a shorter run"
+        );
+        eprintln!("warning: {short}");
     }
     let text = std::fs::read_to_string(out.join("judge.json"))?;
     dedup_core::LearnedJudgeSettings::parse(&text)
@@ -209,6 +221,26 @@ pub fn run(root: &Path, args: &TrainArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The training budget in minutes when `--max-minutes` is not given.
+const DEFAULT_MAX_MINUTES: u32 = 45;
+
+/// Reads a run's metrics.json: the sentence to say when the time budget (`minutes`) stopped
+/// training before its planned steps, else `None` (and for a script that does not record
+/// its planned steps).
+fn cut_short(metrics: &str, minutes: u32) -> Result<Option<String>> {
+    let metrics: serde_json::Value = serde_json::from_str(metrics).context("metrics.json is not JSON")?;
+    let (Some(done), Some(planned)) = (metrics["train_steps"].as_u64(), metrics["train_steps_planned"].as_u64())
+    else {
+        return Ok(None);
+    };
+    Ok((done < planned).then(|| {
+        format!(
+            "the time budget of {minutes} minutes stopped training at step {done} of {planned}: this model is not \
+             the recipe's, and its sha256 differs from a full run's"
+        )
+    }))
 }
 
 /// The internal command train.py runs (this binary, `pair-contrasts`) to read the text
@@ -373,6 +405,15 @@ mod tests {
         assert!(parse_args(&args(&["--public", "nopath"])).unwrap_err().to_string().contains("NAME=PATH"));
         assert!(parse_args(&args(&["--bogus"])).unwrap_err().to_string().contains("--bogus"));
         assert!(parse_args(&args(&["--max-minutes", "x"])).is_err());
+    }
+
+    #[test]
+    fn a_run_cut_short_by_its_budget_is_named() {
+        let short = cut_short(r#"{"train_steps": 1203, "train_steps_planned": 1467}"#, 45).unwrap().unwrap();
+        assert!(short.contains("45 minutes") && short.contains("step 1203 of 1467"), "{short}");
+        assert_eq!(cut_short(r#"{"train_steps": 1467, "train_steps_planned": 1467}"#, 45).unwrap(), None);
+        assert_eq!(cut_short(r#"{"train_steps": 1467}"#, 45).unwrap(), None, "an older metrics.json");
+        assert!(cut_short("not json", 45).is_err());
     }
 
     #[test]
