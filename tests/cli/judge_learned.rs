@@ -20,11 +20,11 @@ fn add(db: &str, content: &str) -> Value {
     run_json(db, &["add", content, "--judge", "learned"])
 }
 
-const TABS: &str = crate::support::UNSURE_PAIR[0];
-const TABS_AGAIN: &str = crate::support::UNSURE_PAIR[1];
+const UNSURE: &str = crate::support::UNSURE_PAIR[0];
+const UNSURE_AGAIN: &str = crate::support::UNSURE_PAIR[1];
 
 #[test]
-#[ignore = "known failure of the shipped model: it reads the pair as another claim (P 0.29; stored, and held for review only because its cosine reaches the threshold); see docs/MODEL.md"]
+#[ignore = "known failure of the shipped model: it reads the pair as another claim (P 0.30; stored, and held for review only because its cosine reaches the threshold); see docs/MODEL.md"]
 fn learned_add_refuses_the_readme_type_hints_pair_as_a_duplicate() {
     require_model();
     let (_dir, db) = sqlite_db();
@@ -51,7 +51,7 @@ fn learned_add_refuses_the_readme_type_hints_pair_as_a_duplicate() {
 }
 
 #[test]
-#[ignore = "known failure of the shipped model: it reads the opposite as a duplicate (P 0.52, in the uncertain band), so it is stored as uncertain, not related; see docs/MODEL.md"]
+#[ignore = "known failure of the shipped model: it gives the opposite P(duplicate) 0.51, in the uncertain band (its most likely relation is a contradiction), so it is stored as uncertain, not related; see docs/MODEL.md"]
 fn learned_add_stores_always_never_as_related_not_as_a_duplicate() {
     require_model();
     let (_dir, db) = sqlite_db();
@@ -137,9 +137,9 @@ fn learned_judge_without_its_model_falls_back_to_cosine_and_says_so() {
 fn learned_add_stores_an_uncertain_pair_and_names_its_likely_duplicate() {
     require_model();
     let (_dir, db) = sqlite_db();
-    let first = add(&db, TABS);
+    let first = add(&db, UNSURE);
     let urn = first["urn"].as_str().unwrap().to_owned();
-    let second = add(&db, TABS_AGAIN);
+    let second = add(&db, UNSURE_AGAIN);
     let check = &second["check"];
     assert!(second["stored"].is_u64(), "an uncertain pair is stored: {second}");
     assert_eq!((check["judge"].as_str(), check["verdict"].as_str()), (Some("learned"), Some("uncertain")), "{check}");
@@ -150,12 +150,12 @@ fn learned_add_stores_an_uncertain_pair_and_names_its_likely_duplicate() {
     assert!((low - 1e-3..high).contains(&p), "in the band [{low}, {high}): {check}");
     assert!(check["reasons"][0].as_str().unwrap().contains("uncertain band"), "{check}");
 
-    let line = memdedup().args(["--db", &db, "check", TABS_AGAIN, "--judge", "learned"]).assert().success();
+    let line = memdedup().args(["--db", &db, "check", UNSURE_AGAIN, "--judge", "learned"]).assert().success();
     let line = text(&line.get_output().stdout);
     assert!(line.starts_with("duplicate of"), "the stored copy is an exact match now: {line}");
     let (_other_dir, other) = sqlite_db();
-    add(&other, TABS);
-    let out = memdedup().args(["--db", &other, "add", TABS_AGAIN, "--judge", "learned"]).assert().success();
+    add(&other, UNSURE);
+    let out = memdedup().args(["--db", &other, "add", UNSURE_AGAIN, "--judge", "learned"]).assert().success();
     let line = text(&out.get_output().stdout);
     assert!(line.contains("uncertain: may duplicate memdedup://global/default/1"), "{line}");
 }
@@ -164,8 +164,8 @@ fn learned_add_stores_an_uncertain_pair_and_names_its_likely_duplicate() {
 fn learned_scan_reports_the_uncertain_pair_for_review_and_does_not_group_it() {
     require_model();
     let lines = [
-        serde_json::json!({"id": "a", "text": TABS}),
-        serde_json::json!({"id": "b", "text": TABS_AGAIN}),
+        serde_json::json!({"id": "a", "text": UNSURE}),
+        serde_json::json!({"id": "b", "text": UNSURE_AGAIN}),
         serde_json::json!({"id": "c", "text": "Deployments to production need two approvals."}),
     ];
     let input: String = lines.iter().map(|l| format!("{l}\n")).collect();
@@ -184,7 +184,7 @@ fn learned_scan_reports_the_uncertain_pair_for_review_and_does_not_group_it() {
 fn learned_dedup_lists_the_uncertain_pair_and_merges_nothing() {
     require_model();
     let (_dir, db) = sqlite_db();
-    for text in [TABS, TABS_AGAIN] {
+    for text in [UNSURE, UNSURE_AGAIN] {
         run_json(&db, &["add", text, "--judge", "cosine"]);
     }
     // A dry run first (it changes nothing), then the run.
@@ -204,7 +204,7 @@ fn learned_dedup_lists_the_uncertain_pair_and_merges_nothing() {
 #[test]
 fn scan_defaults_to_the_learned_judge_and_a_threshold_alone_asks_for_cosine() {
     require_model();
-    let lines = [serde_json::json!({"id": "a", "text": TABS}), serde_json::json!({"id": "b", "text": TABS_AGAIN})];
+    let lines = [serde_json::json!({"id": "a", "text": UNSURE}), serde_json::json!({"id": "b", "text": UNSURE_AGAIN})];
     let input: String = lines.iter().map(|l| format!("{l}\n")).collect();
     let (_dir, path) = temp_file("memories.jsonl", input.as_bytes());
     let scan = |extra: &[&str]| {

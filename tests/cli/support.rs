@@ -47,10 +47,9 @@ pub const CLEARED_ENV_VARS: [&str; 22] = [
 /// The hint every model-related failure must carry.
 pub const FETCH_MODEL: &str = "cargo xtask fetch-model";
 
-/// A paraphrase the shipped learned judge is unsure of: P(duplicate) about 0.53, in its
-/// uncertain band, at cosine 0.83 (under the default threshold, so the band alone holds it).
-pub const UNSURE_PAIR: [&str; 2] =
-    ["The user prefers tabs over spaces.", "User likes indenting with tabs rather than spaces."];
+/// A paraphrase the shipped learned judge is unsure of: P(duplicate) about 0.47, in its
+/// uncertain band, at cosine 0.77 (under the default threshold, so the band alone holds it).
+pub const UNSURE_PAIR: [&str; 2] = ["The user drinks coffee without sugar.", "User takes their coffee unsweetened."];
 
 /// The built `memdedup` binary with a clean environment for the threshold and logging.
 pub fn memdedup() -> Command {

@@ -97,7 +97,7 @@ pub fn run(root: &Path) -> Result<()> {
     process::run(with_db().arg("stats"))?;
 
     // A pair the learned judge is unsure of is stored, linked, and queued for review.
-    for text in ["The user prefers tabs over spaces.", "User likes indenting with tabs rather than spaces."] {
+    for text in ["The user drinks coffee without sugar.", "User takes their coffee unsweetened."] {
         println!("\n==> memdedup --db {} add \"{text}\" --namespace preferences", db.display());
         process::run(with_db().args(["add", text, "--namespace", "preferences"]))?;
     }

@@ -231,8 +231,7 @@ const DEFAULT_MAX_MINUTES: u32 = 45;
 /// its planned steps).
 fn cut_short(metrics: &str, minutes: u32) -> Result<Option<String>> {
     let metrics: serde_json::Value = serde_json::from_str(metrics).context("metrics.json is not JSON")?;
-    let (Some(done), Some(planned)) = (metrics["train_steps"].as_u64(), metrics["train_steps_planned"].as_u64())
-    else {
+    let (Some(done), Some(planned)) = (metrics["train_steps"].as_u64(), metrics["train_steps_planned"].as_u64()) else {
         return Ok(None);
     };
     Ok((done < planned).then(|| {

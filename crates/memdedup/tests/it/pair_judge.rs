@@ -67,7 +67,7 @@ fn describe(j: &PairJudgement) -> String {
 /// A paraphrase is never kept apart: a duplicate, or uncertain (not merged, to review)
 /// when the judge is not sure enough; and it scores above the same rule's opposite.
 #[tokio::test]
-#[ignore = "known failure of the shipped pair judge (docs/MODEL.md): it reads this paraphrase as another claim (P 0.29, related) and scores it below the opposite (P 0.30)"]
+#[ignore = "known failure of the shipped pair judge (docs/MODEL.md): it reads this paraphrase as another claim (P 0.30, related) and scores it below the opposite (P 0.35)"]
 async fn a_paraphrase_is_a_duplicate_or_uncertain_never_apart() {
     let a = "always use type hints for function parameters";
     let j = verdict(a, "use type hints on all function parameters").await;
@@ -87,7 +87,7 @@ async fn an_opposite_is_never_merged() {
 }
 
 #[tokio::test]
-#[ignore = "known failure of the shipped pair judge (docs/MODEL.md): it reads this opposite as a duplicate (relation duplicate, P 0.52: uncertain, held for review), not as a contradiction"]
+#[ignore = "known failure of the shipped pair judge (docs/MODEL.md): its most likely relation for this opposite is a contradiction, but P(duplicate) is 0.51: uncertain, held for review, not kept apart"]
 async fn an_opposite_reads_as_a_contradiction() {
     let j = verdict(ALWAYS, NEVER).await;
     assert!(!j.is_duplicate() && j.verdict != PairVerdict::Uncertain, "{}", describe(&j));
