@@ -22,8 +22,9 @@ NAMESPACE = "lessons"
 FIRST = "Update the project documentation after every change to the code."
 # Cosine 0.94 to FIRST: a semantic duplicate at the default threshold (0.90).
 PARAPHRASE = "After changing any code, bring the project documentation up to date."
-# Cosine 0.64 to FIRST: stored by memory_add, merged by dedup_run's local judge.
-RESTATED = "Keep the documentation current whenever the code is modified by anyone."
+# Cosine 0.80 to FIRST: stored by memory_add (under the threshold), merged by dedup_run's
+# learned judge (P(duplicate) 0.75).
+RESTATED = "Whenever anyone modifies the code, the project docs must be updated too."
 # Unlike every other memory of the namespace: an update memory_update applies.
 UPDATED = "Release notes are written by the person who merges the change."
 
@@ -51,7 +52,7 @@ async def round_trip(session):
     out["duplicate"] = await call("memory_add", {"content": FIRST, "namespace": NAMESPACE})
     out["add_paraphrase"] = await call("memory_add", {"content": PARAPHRASE, "namespace": NAMESPACE})
     out["add_restated"] = await call("memory_add", {"content": RESTATED, "namespace": NAMESPACE})
-    out["search"] = await call("memory_search", {"query": "keep the documentation current", "namespace": NAMESPACE})
+    out["search"] = await call("memory_search", {"query": "update the docs when the code changes", "namespace": NAMESPACE})
     out["bad_type"] = await call("memory_check", {"content": 5, "namespace": NAMESPACE})
     out["dedup_run"] = await call("dedup_run", {"namespace": NAMESPACE})
     run_id = (out["dedup_run"]["structured"] or {}).get("run_id")

@@ -47,10 +47,10 @@ pub const DECISION: &str = "We decided to use PostgreSQL as the primary database
 pub const DECISION_PARAPHRASE: &str = "We decided to use PostgreSQL as the main database for the billing service.";
 pub const UNRELATED: &str = "Run the integration tests against a disposable database before every release.";
 
-/// Two paraphrases of one rule that the local judge merges (as in dedup_local.rs), and a
-/// memory far from them.
+/// Two paraphrases of one rule, at cosine 0.85 (under the default threshold, so both are
+/// stored) that the learned judge merges (P(duplicate) 0.73), and a memory far from them.
 pub const DOCS: [&str; 2] =
-    ["Update the docs after every code change.", "After changing code, bring the documentation up to date."];
+    ["Update the docs after every code change.", "Whenever code is changed, the docs must be brought up to date."];
 pub const LUNCH: &str = "The office cafeteria serves lunch between noon and two on weekdays.";
 
 /// `memdedup [ARGS…] --db DB mcp` as a tokio command with a clean environment plus `envs`.

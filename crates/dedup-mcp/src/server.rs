@@ -98,9 +98,11 @@ impl MemdedupMcp {
         name = "memory_check",
         description = "Ask whether a memory is already stored, without storing it. Compares the text with the \
                        namespace's memories: exact match (same normalised text), then semantic similarity with the \
-                       local model (and the pair judge, which keeps apart refinements and opposites such as \
-                       always/never), then memories captured in the last minutes. Returns is_duplicate, the verdict \
-                       (duplicate, related or unique), the matched memory's URN, the similarity and the reasons.",
+                       local model and the learned pair judge (which reads whether the two texts make the same \
+                       claim; it keeps most refinements and opposites apart, not all), then memories captured in the \
+                       last minutes. Returns is_duplicate, the verdict (duplicate; uncertain: not a duplicate, but the \
+                       likely duplicate is named for review; related; unique), the probability, the matched memory's \
+                       URN, the similarity and the reasons.",
         annotations(read_only_hint = true, open_world_hint = false)
     )]
     async fn memory_check(
@@ -116,8 +118,9 @@ impl MemdedupMcp {
         description = "Store a memory unless it duplicates one already stored in its namespace. The usual way to \
                        remember something: one call checks and stores. Returns stored (the new URN) or, when not \
                        stored, the duplicate's URN with the evidence (exact match, semantic similarity with its \
-                       score, or a recent capture). A close but different memory (a refinement, an opposite) is \
-                       stored and reported as related.",
+                       score, or a recent capture). A close memory the judge reads as another claim (a refinement, \
+                       an opposite) is stored and reported as related; one it is unsure of is stored, named as the \
+                       likely duplicate and queued for review.",
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn memory_add(
