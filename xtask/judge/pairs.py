@@ -10,7 +10,7 @@ A group's split (train / calib / test) comes from the sha256 of its id, so the s
 always lands in the same split and no text crosses splits.
 
 Run as a module of train.py or on its own: `python3 pairs.py DATA_DIR [--restated]
-[--nearcopy] [--shifts]` prints the counts.
+[--nearcopy] [--shifts] [--polarity]` prints the counts.
 """
 import glob
 import hashlib
@@ -41,20 +41,18 @@ def read_excluded(path):
         return {line.split()[0] for line in f if line.strip() and not line.startswith("#")}
 
 
-def load_groups(data_dir, restated=False, nearcopy=False, shifts=False, raw=True, exclude=frozenset()):
+def load_groups(data_dir, restated=False, nearcopy=False, shifts=False, polarity=False, raw=True,
+                exclude=frozenset()):
     """The groups of `raw/*.jsonl`, with `restated` those of `restated/*.jsonl` too (the
-    second batch, DATA.md), with `nearcopy` those of `nearcopy/*.jsonl` (the third) and
-    with `shifts` those of `shifts/*.jsonl` (the fourth), read in the order of their file
-    names. `raw=False` leaves out the first batch (to sample a later batch alone); groups
-    whose id is in `exclude` are left out."""
+    second batch, DATA.md), with `nearcopy` those of `nearcopy/*.jsonl` (the third), with
+    `shifts` those of `shifts/*.jsonl` (the fourth) and with `polarity` those of
+    `polarity/*.jsonl` (the fifth), read in the order of their file names. `raw=False`
+    leaves out the first batch (to sample a later batch alone); groups whose id is in
+    `exclude` are left out. Each group's `_batch` is the folder it came from."""
     groups = []
-    paths = glob.glob(os.path.join(data_dir, "raw", "*.jsonl")) if raw else []
-    if restated:
-        paths += glob.glob(os.path.join(data_dir, "restated", "*.jsonl"))
-    if nearcopy:
-        paths += glob.glob(os.path.join(data_dir, "nearcopy", "*.jsonl"))
-    if shifts:
-        paths += glob.glob(os.path.join(data_dir, "shifts", "*.jsonl"))
+    folders = (["raw"] if raw else []) + [name for name, wanted in (
+        ("restated", restated), ("nearcopy", nearcopy), ("shifts", shifts), ("polarity", polarity)) if wanted]
+    paths = [p for folder in folders for p in glob.glob(os.path.join(data_dir, folder, "*.jsonl"))]
     for path in sorted(paths, key=os.path.basename):
         with open(path, encoding="utf-8") as f:
             for n, line in enumerate(f, 1):
@@ -63,6 +61,7 @@ def load_groups(data_dir, restated=False, nearcopy=False, shifts=False, raw=True
                     if g["group"] in exclude:
                         continue
                     g["_source"] = f"{os.path.basename(path)}:{n}"
+                    g["_batch"] = os.path.basename(os.path.dirname(path))
                     groups.append(g)
     return groups
 
@@ -106,18 +105,21 @@ NEARCOPY_KINDS = {"filler", "format", "light_edit"}
 SHIFT_KINDS = {"scope_form"}
 
 
-def every_member_negatives(groups, pairs, kinds=RESTATED_KINDS):
+def every_member_negatives(groups, pairs, kinds=RESTATED_KINDS, batch=None):
     """More train pairs for the groups with a member of one of `kinds` (by default those that
     restate the anchor by description or another number form; `NEARCOPY_KINDS` for the
     near-copies; None for every group): each negative with every member it is not yet paired with. Such a group's
     negatives are written in the same styles, and paired with two members only they are
     outnumbered by its duplicate pairs, so the model learns that another wording (or a small
-    edit) may hide another number or thing less than that it may hide the same one."""
+    edit) may hide another number or thing less than that it may hide the same one. With
+    `batch`, only the groups of that folder (load_groups' `_batch`)."""
     have = {(p["a"], p["b"]) for p in pairs}
     out = []
     for g in groups:
         split, gid, domain = split_of(g["group"]), g["group"], g["domain"]
         if split != "train" or (kinds is not None and not any(m["kind"] in kinds for m in g["members"])):
+            continue
+        if batch is not None and g.get("_batch") != batch:
             continue
         for neg in g["negatives"]:
             relation = negative_relation(neg["kind"])
@@ -387,7 +389,7 @@ if __name__ == "__main__":
     paths = [a for a in sys.argv[1:] if not a.startswith("--")]
     data_dir = paths[0] if paths else "data/judge"
     groups = load_groups(data_dir, restated="--restated" in sys.argv, nearcopy="--nearcopy" in sys.argv,
-                         shifts="--shifts" in sys.argv)
+                         shifts="--shifts" in sys.argv, polarity="--polarity" in sys.argv)
     pairs = build_pairs(groups)
     print(f"{len(groups)} groups, {len(pairs)} pairs")
     public = load_public_train(data_dir)

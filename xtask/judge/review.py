@@ -2,7 +2,7 @@
 
   python3 review.py sample DATA_DIR N OUT_BLIND OUT_KEY [BATCH [SEED]]
                                # pairs to label, without labels; BATCH (restated, nearcopy,
-                               # shifts) samples that later batch alone
+                               # shifts, polarity) samples that later batch alone
   python review.py neighbours DATA_DIR BASE N OUT_BLIND OUT_KEY
                                # the same for mined neighbour pairs (train.py --neighbours;
                                # needs the train-judge virtualenv and the base checkpoint)
@@ -22,7 +22,7 @@ import sys
 import pairs as pairdata
 
 
-BATCHES = ("restated", "nearcopy", "shifts")
+BATCHES = ("restated", "nearcopy", "shifts", "polarity")
 
 
 def sample(data_dir, n, blind_path, key_path, batch=None, seed=29):

@@ -1,7 +1,7 @@
 """Exported judges on the held-out test split of the judge's data, by batch and by kind.
 
     python3 xtask/judge/split_probe.py --data data/judge --base BASE_DIR [--shifts] \
-        [--restated] [--nearcopy] [--exclude LIST] JUDGE_DIR [JUDGE_DIR ...]
+        [--restated] [--nearcopy] [--polarity] [--exclude LIST] JUDGE_DIR [JUDGE_DIR ...]
 
 JUDGE_DIR holds a judge.json and its ONNX file (models/pair-judge, or a train.py --out
 directory). Each judge scores every test-split pair of the groups read (the first batch,
@@ -27,13 +27,13 @@ from cosine_probe import cosines, embedder  # noqa: E402
 from tail_probe import onnx_judge  # noqa: E402
 
 
-BATCH_ID = re.compile(r"^(rs|nc|sh)[A-Z]-")
+BATCH_ID = re.compile(r"^(rs|nc|sh|pl)[A-Z]-")
 
 
 def batch_of(group_id):
-    """The batch a group id belongs to, by its prefix (rsX-, ncX-, shX-; else the first)."""
+    """The batch a group id belongs to, by its prefix (rsX-, ncX-, shX-, plX-; else the first)."""
     m = BATCH_ID.match(group_id)
-    return {"rs": "restated", "nc": "nearcopy", "sh": "shifts"}[m.group(1)] if m else "raw"
+    return {"rs": "restated", "nc": "nearcopy", "sh": "shifts", "pl": "polarity"}[m.group(1)] if m else "raw"
 
 
 def main():
@@ -43,13 +43,14 @@ def main():
     ap.add_argument("--restated", action="store_true")
     ap.add_argument("--nearcopy", action="store_true")
     ap.add_argument("--shifts", action="store_true")
+    ap.add_argument("--polarity", action="store_true")
     ap.add_argument("--exclude", default=None, help="leave out the groups listed (as train.py --exclude)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("judges", nargs="+")
     args = ap.parse_args()
     excluded = pairdata.read_excluded(args.exclude) if args.exclude else frozenset()
     groups = pairdata.load_groups(args.data, restated=args.restated, nearcopy=args.nearcopy, shifts=args.shifts,
-                                  exclude=excluded)
+                                  polarity=args.polarity, exclude=excluded)
     test = [p for p in pairdata.build_pairs(groups) if p["split"] == "test"]
     if not test:
         sys.exit(f"{args.data}: no test-split pairs in the groups read")

@@ -412,12 +412,14 @@ def sha256(path):
 
 
 # The later batches of groups (DATA.md): what each is, and the member kinds whose groups
-# `--BATCH-negatives` pairs every negative of with every member.
+# `--BATCH-negatives` pairs every negative of with every member (None: every group of the
+# batch's own folder).
 BATCH_FLAGS = {
     "restated": ("the second batch of groups: restatements (tried, not shipped)", "RESTATED_KINDS"),
     "nearcopy": ("the third batch of groups: near-copies (tried, not shipped)", "NEARCOPY_KINDS"),
     "shifts": ("the fourth batch of groups: one shift of quantifier, modality, tense, attitude, cause or "
                "order (tried, not shipped)", "SHIFT_KINDS"),
+    "polarity": ("the fifth batch of groups: rewordings and reversals of one claim", None),
 }
 
 
@@ -443,7 +445,7 @@ def main():
                         help=f"also read DATA/{batch}/*.jsonl, {what} (DATA.md)")
         ap.add_argument(f"--{batch}-negatives", action="store_true",
                         help=f"pair each negative of a {batch} group with every member, train split only "
-                             f"(pairs.every_member_negatives with pairs.{kinds})")
+                             f"(pairs.every_member_negatives with " + (f"pairs.{kinds})" if kinds else f"batch={batch!r})"))
     ap.add_argument("--exclude", default=None,
                     help="leave out the groups listed in this file (leak_check.py --write: groups close to "
                          "an evaluation text)")
@@ -515,7 +517,7 @@ def main():
 
     excluded = pairdata.read_excluded(args.exclude) if args.exclude else frozenset()
     groups = pairdata.load_groups(args.data, restated=args.restated, nearcopy=args.nearcopy, shifts=args.shifts,
-                                  exclude=excluded)
+                                  polarity=args.polarity, exclude=excluded)
     if args.smoke:
         groups = [g for g in groups if g["group"].endswith(("1", "2", "3"))][:90] or groups[:90]
     all_pairs = pairdata.build_pairs(groups, seed=args.seed)
@@ -524,7 +526,8 @@ def main():
         split["train"] += pairdata.load_public_train(args.data)
     for batch, (_, kinds) in BATCH_FLAGS.items():
         if getattr(args, f"{batch}_negatives"):
-            split["train"] += pairdata.every_member_negatives(groups, split["train"], getattr(pairdata, kinds))
+            split["train"] += pairdata.every_member_negatives(
+                groups, split["train"], getattr(pairdata, kinds) if kinds else None, batch=None if kinds else batch)
     if args.all_negatives:
         split["train"] += pairdata.every_member_negatives(groups, split["train"], None)
     if args.augment:
@@ -573,7 +576,8 @@ def main():
                                                           "train_neighbours",
                                                           "train_restated", "train_restated_negatives", "train_nearcopy",
                                                           "train_nearcopy_negatives", "train_shifts",
-                                                          "train_shifts_negatives", "train_excluded",
+                                                          "train_shifts_negatives", "train_polarity",
+                                                          "train_polarity_negatives", "train_excluded",
                                                           "train_all_negatives",
                                                           "train_freeze_layers", "train_fixtures",
                                                           "train_fixture_repeat", "train_rank_loss", "train_distil")
@@ -592,6 +596,7 @@ def main():
                   "train_nearcopy": args.nearcopy,
                   "train_nearcopy_negatives": args.nearcopy_negatives,
                   "train_shifts": args.shifts, "train_shifts_negatives": args.shifts_negatives,
+                  "train_polarity": args.polarity, "train_polarity_negatives": args.polarity_negatives,
                   "train_excluded": len(excluded) if args.exclude else None,
                   "train_all_negatives": args.all_negatives,
                   "train_freeze_layers": args.freeze_layers or None,
