@@ -419,7 +419,7 @@ BATCH_FLAGS = {
     "nearcopy": ("the third batch of groups: near-copies (tried, not shipped)", "NEARCOPY_KINDS"),
     "shifts": ("the fourth batch of groups: one shift of quantifier, modality, tense, attitude, cause or "
                "order (tried, not shipped)", "SHIFT_KINDS"),
-    "polarity": ("the fifth batch of groups: rewordings and reversals of one claim", None),
+    "polarity": ("the fifth batch of groups: rewordings and reversals of one claim (tried, not shipped)", None),
 }
 
 
