@@ -14,7 +14,6 @@ trained on different batches are compared on equal ground. Only reads data.
 """
 import argparse
 import os
-import re
 import sys
 
 import numpy as np
@@ -25,15 +24,6 @@ import calibrate as C  # noqa: E402
 import pairs as pairdata  # noqa: E402
 from cosine_probe import cosines, embedder  # noqa: E402
 from tail_probe import onnx_judge  # noqa: E402
-
-
-BATCH_ID = re.compile(r"^(rs|nc|sh|pl)[A-Z]-")
-
-
-def batch_of(group_id):
-    """The batch a group id belongs to, by its prefix (rsX-, ncX-, shX-, plX-; else the first)."""
-    m = BATCH_ID.match(group_id)
-    return {"rs": "restated", "nc": "nearcopy", "sh": "shifts", "pl": "polarity"}[m.group(1)] if m else "raw"
 
 
 def main():
@@ -58,7 +48,8 @@ def main():
     y = np.array([p["dup"] for p in test])
     cos = cosines(embedder(args.base), ab)
     tok = AutoTokenizer.from_pretrained(args.base)
-    batches = np.array([batch_of(p["group"]) for p in test])
+    batch_of = {g["group"]: g["_batch"] for g in groups}
+    batches = np.array([batch_of[p["group"]] for p in test])
     kinds = np.array([p["kind"] for p in test])
     sets = {"test": (ab, y, None, cos)}
     for judge in args.judges:
