@@ -11,7 +11,7 @@ POSITIVE_KINDS = {"anchor", "synonym", "abbreviation", "reorder", "typo", "low_o
                   "number_form", "filler", "format", "light_edit", "scope_form"}
 NEGATIVE_KINDS = {"opposite", "negation", "added_condition", "narrower", "broader",
                   "other_number", "other_entity", "same_topic_other_claim", "swapped_roles",
-                  "quantifier", "modality", "tense_aspect", "attitude", "cause", "order"}
+                  "quantifier", "modality", "tense_aspect", "attitude", "cause", "order", "part"}
 DOMAINS = {"coding", "tool_usage", "operations", "security", "trading", "research",
            "user_facts", "preferences", "personal_health", "decisions", "project_context",
            "support", "general_everyday", "general_questions", "general_instructions",

@@ -10,7 +10,7 @@ A group's split (train / calib / test) comes from the sha256 of its id, so the s
 always lands in the same split and no text crosses splits.
 
 Run as a module of train.py or on its own: `python3 pairs.py DATA_DIR [--restated]
-[--nearcopy] [--shifts] [--polarity]` prints the counts.
+[--nearcopy] [--shifts] [--polarity] [--clauses]` prints the counts.
 """
 import glob
 import hashlib
@@ -22,6 +22,9 @@ import sys
 RELATIONS = ["unique", "related", "contradiction", "duplicate"]
 CONTRADICTION_KINDS = {"opposite", "negation"}
 SPLITS = ("train", "calib", "test")
+# The batches written after raw/, in the order they were written (DATA.md): each is a
+# folder of data/judge read only when asked for.
+BATCHES = ("restated", "nearcopy", "shifts", "polarity", "clauses")
 
 
 def split_of(group_id):
@@ -41,17 +44,16 @@ def read_excluded(path):
         return {line.split()[0] for line in f if line.strip() and not line.startswith("#")}
 
 
-def load_groups(data_dir, restated=False, nearcopy=False, shifts=False, polarity=False, raw=True,
-                exclude=frozenset()):
-    """The groups of `raw/*.jsonl`, with `restated` those of `restated/*.jsonl` too (the
-    second batch, DATA.md), with `nearcopy` those of `nearcopy/*.jsonl` (the third), with
-    `shifts` those of `shifts/*.jsonl` (the fourth) and with `polarity` those of
-    `polarity/*.jsonl` (the fifth), read in the order of their file names. `raw=False`
+def load_groups(data_dir, batches=(), raw=True, exclude=frozenset()):
+    """The groups of `raw/*.jsonl` (the first batch, DATA.md) and of each later batch named
+    in `batches` (folders of `BATCHES`), read in the order of their file names. `raw=False`
     leaves out the first batch (to sample a later batch alone); groups whose id is in
     `exclude` are left out. Each group's `_batch` is the folder it came from."""
+    unknown = set(batches) - set(BATCHES)
+    if unknown:
+        raise ValueError(f"no batch named {', '.join(sorted(unknown))} (the batches: {', '.join(BATCHES)})")
     groups = []
-    folders = (["raw"] if raw else []) + [name for name, wanted in (
-        ("restated", restated), ("nearcopy", nearcopy), ("shifts", shifts), ("polarity", polarity)) if wanted]
+    folders = (["raw"] if raw else []) + [name for name in BATCHES if name in batches]
     paths = [p for folder in folders for p in glob.glob(os.path.join(data_dir, folder, "*.jsonl"))]
     for path in sorted(paths, key=os.path.basename):
         with open(path, encoding="utf-8") as f:
@@ -388,8 +390,7 @@ def counts(pairs):
 if __name__ == "__main__":
     paths = [a for a in sys.argv[1:] if not a.startswith("--")]
     data_dir = paths[0] if paths else "data/judge"
-    groups = load_groups(data_dir, restated="--restated" in sys.argv, nearcopy="--nearcopy" in sys.argv,
-                         shifts="--shifts" in sys.argv, polarity="--polarity" in sys.argv)
+    groups = load_groups(data_dir, batches=[b for b in BATCHES if f"--{b}" in sys.argv])
     pairs = build_pairs(groups)
     print(f"{len(groups)} groups, {len(pairs)} pairs")
     public = load_public_train(data_dir)

@@ -2,7 +2,7 @@
 
   python3 review.py sample DATA_DIR N OUT_BLIND OUT_KEY [BATCH [SEED]]
                                # pairs to label, without labels; BATCH (restated, nearcopy,
-                               # shifts, polarity) samples that later batch alone
+                               # shifts, polarity, clauses) samples that later batch alone
   python review.py neighbours DATA_DIR BASE N OUT_BLIND OUT_KEY
                                # the same for mined neighbour pairs (train.py --neighbours;
                                # needs the train-judge virtualenv and the base checkpoint)
@@ -22,17 +22,14 @@ import sys
 import pairs as pairdata
 
 
-BATCHES = ("restated", "nearcopy", "shifts", "polarity")
-
-
 def sample(data_dir, n, blind_path, key_path, batch=None, seed=29):
     rng = random.Random(seed)
     if batch is None:
         groups = pairdata.load_groups(data_dir)
-    elif batch in BATCHES:
-        groups = pairdata.load_groups(data_dir, raw=False, **{batch: True})
+    elif batch in pairdata.BATCHES:
+        groups = pairdata.load_groups(data_dir, batches=(batch,), raw=False)
     else:
-        sys.exit(f"review.py sample: batch {batch!r} is not one of {', '.join(BATCHES)}")
+        sys.exit(f"review.py sample: batch {batch!r} is not one of {', '.join(pairdata.BATCHES)}")
     if not groups:
         sys.exit(f"review.py sample: no groups in {data_dir} for batch {batch or 'raw'}")
     all_pairs = pairdata.build_pairs(groups)

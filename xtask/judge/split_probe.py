@@ -30,17 +30,15 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", required=True)
     ap.add_argument("--base", required=True, help="the shipped embedder and tokenizer")
-    ap.add_argument("--restated", action="store_true")
-    ap.add_argument("--nearcopy", action="store_true")
-    ap.add_argument("--shifts", action="store_true")
-    ap.add_argument("--polarity", action="store_true")
+    for batch in pairdata.BATCHES:
+        ap.add_argument(f"--{batch}", action="store_true", help=f"also read DATA/{batch}/ (as train.py --{batch})")
     ap.add_argument("--exclude", default=None, help="leave out the groups listed (as train.py --exclude)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("judges", nargs="+")
     args = ap.parse_args()
     excluded = pairdata.read_excluded(args.exclude) if args.exclude else frozenset()
-    groups = pairdata.load_groups(args.data, restated=args.restated, nearcopy=args.nearcopy, shifts=args.shifts,
-                                  polarity=args.polarity, exclude=excluded)
+    groups = pairdata.load_groups(args.data, batches=[b for b in pairdata.BATCHES if getattr(args, b)],
+                                  exclude=excluded)
     test = [p for p in pairdata.build_pairs(groups) if p["split"] == "test"]
     if not test:
         sys.exit(f"{args.data}: no test-split pairs in the groups read")

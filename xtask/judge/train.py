@@ -420,7 +420,14 @@ BATCH_FLAGS = {
     "shifts": ("the fourth batch of groups: one shift of quantifier, modality, tense, attitude, cause or "
                "order (tried, not shipped)", "SHIFT_KINDS"),
     "polarity": ("the fifth batch of groups: rewordings and reversals of one claim (tried, not shipped)", None),
+    "clauses": ("the sixth batch of groups: texts of several details beside one detail kept, reversed or added "
+                "(tried, not shipped)", None),
 }
+
+
+def batch_record_keys():
+    """The keys of metrics.json that say which later batches were read, and how."""
+    return [key for batch in BATCH_FLAGS for key in (f"train_{batch}", f"train_{batch}_negatives")]
 
 
 def main():
@@ -516,8 +523,7 @@ def main():
     os.makedirs(args.out, exist_ok=True)
 
     excluded = pairdata.read_excluded(args.exclude) if args.exclude else frozenset()
-    groups = pairdata.load_groups(args.data, restated=args.restated, nearcopy=args.nearcopy, shifts=args.shifts,
-                                  polarity=args.polarity, exclude=excluded)
+    groups = pairdata.load_groups(args.data, batches=[b for b in BATCH_FLAGS if getattr(args, b)], exclude=excluded)
     if args.smoke:
         groups = [g for g in groups if g["group"].endswith(("1", "2", "3"))][:90] or groups[:90]
     all_pairs = pairdata.build_pairs(groups, seed=args.seed)
@@ -574,11 +580,8 @@ def main():
         record = {k: prior_metrics[k] for k in ("train_pairs", "train_steps", "train_minutes", "export")}
         record.update({k: prior_metrics[k] for k in ("train_steps_planned", "train_layers", "train_epochs", "train_head",
                                                           "train_neighbours",
-                                                          "train_restated", "train_restated_negatives", "train_nearcopy",
-                                                          "train_nearcopy_negatives", "train_shifts",
-                                                          "train_shifts_negatives", "train_polarity",
-                                                          "train_polarity_negatives", "train_excluded",
-                                                          "train_all_negatives",
+                                                          *batch_record_keys(),
+                                                          "train_excluded", "train_all_negatives",
                                                           "train_freeze_layers", "train_fixtures",
                                                           "train_fixture_repeat", "train_rank_loss", "train_distil")
                        if k in prior_metrics})
@@ -592,11 +595,7 @@ def main():
         record = {"train_pairs": len(split["train"]), "train_steps": steps, "train_steps_planned": planned,
                   "train_layers": args.layers or None,
                   "train_epochs": args.epochs, "train_head": args.head, "train_neighbours": args.neighbours,
-                  "train_restated": args.restated, "train_restated_negatives": args.restated_negatives,
-                  "train_nearcopy": args.nearcopy,
-                  "train_nearcopy_negatives": args.nearcopy_negatives,
-                  "train_shifts": args.shifts, "train_shifts_negatives": args.shifts_negatives,
-                  "train_polarity": args.polarity, "train_polarity_negatives": args.polarity_negatives,
+                  **{key: getattr(args, key.removeprefix("train_")) for key in batch_record_keys()},
                   "train_excluded": len(excluded) if args.exclude else None,
                   "train_all_negatives": args.all_negatives,
                   "train_freeze_layers": args.freeze_layers or None,
