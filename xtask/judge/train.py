@@ -423,6 +423,7 @@ BATCH_FLAGS = {
     "clauses": ("the sixth batch of groups: texts of several details beside one detail kept, reversed or added "
                 "(tried, not shipped)", None),
 }
+assert tuple(BATCH_FLAGS) == pairdata.BATCHES, "BATCH_FLAGS must name the batches of pairs.BATCHES, in order"
 
 
 def batch_record_keys():
