@@ -10,7 +10,7 @@ A group's split (train / calib / test) comes from the sha256 of its id, so the s
 always lands in the same split and no text crosses splits.
 
 Run as a module of train.py or on its own: `python3 pairs.py DATA_DIR [--restated]
-[--nearcopy] [--shifts] [--polarity] [--clauses]` prints the counts.
+[--nearcopy] [--shifts] [--polarity] [--clauses] [--roles]` prints the counts.
 """
 import glob
 import hashlib
@@ -24,7 +24,7 @@ CONTRADICTION_KINDS = {"opposite", "negation"}
 SPLITS = ("train", "calib", "test")
 # The batches written after raw/, in the order they were written (DATA.md): each is a
 # folder of data/judge read only when asked for.
-BATCHES = ("restated", "nearcopy", "shifts", "polarity", "clauses")
+BATCHES = ("restated", "nearcopy", "shifts", "polarity", "clauses", "roles")
 
 
 def split_of(group_id):

@@ -2,7 +2,7 @@
 
   python3 review.py sample DATA_DIR N OUT_BLIND OUT_KEY [BATCH [SEED]]
                                # pairs to label, without labels; BATCH (restated, nearcopy,
-                               # shifts, polarity, clauses) samples that later batch alone
+                               # shifts, polarity, clauses, roles) samples that later batch alone
   python review.py neighbours DATA_DIR BASE N OUT_BLIND OUT_KEY
                                # the same for mined neighbour pairs (train.py --neighbours;
                                # needs the train-judge virtualenv and the base checkpoint)

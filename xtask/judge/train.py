@@ -422,6 +422,8 @@ BATCH_FLAGS = {
     "polarity": ("the fifth batch of groups: rewordings and reversals of one claim (tried, not shipped)", None),
     "clauses": ("the sixth batch of groups: texts of several details beside one detail kept, reversed or added "
                 "(tried, not shipped)", None),
+    "roles": ("the seventh batch of groups: moves that keep every role beside swaps that exchange two "
+              "(tried, not shipped)", None),
 }
 assert tuple(BATCH_FLAGS) == pairdata.BATCHES, "BATCH_FLAGS must name the batches of pairs.BATCHES, in order"
 
