@@ -9,8 +9,8 @@ and its paraphrases) and typed negatives close to it. Pairs:
 A group's split (train / calib / test) comes from the sha256 of its id, so the same group
 always lands in the same split and no text crosses splits.
 
-Run as a module of train.py or on its own: `python3 pairs.py DATA_DIR [--restated]
-[--nearcopy] [--shifts] [--polarity] [--clauses] [--roles]` prints the counts.
+Run as a module of train.py or on its own: `python3 pairs.py DATA_DIR [--BATCH ...]`
+prints the counts (one flag per name of BATCHES below).
 """
 import glob
 import hashlib

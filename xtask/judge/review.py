@@ -1,8 +1,8 @@
 """The second, independent labelling pass over a sample of the judge's pairs.
 
   python3 review.py sample DATA_DIR N OUT_BLIND OUT_KEY [BATCH [SEED]]
-                               # pairs to label, without labels; BATCH (restated, nearcopy,
-                               # shifts, polarity, clauses, roles) samples that later batch alone
+                               # pairs to label, without labels; BATCH (a name of
+                               # pairs.BATCHES) samples that later batch alone
   python review.py neighbours DATA_DIR BASE N OUT_BLIND OUT_KEY
                                # the same for mined neighbour pairs (train.py --neighbours;
                                # needs the train-judge virtualenv and the base checkpoint)

@@ -1,7 +1,7 @@
 """Exported judges on the held-out test split of the judge's data, by batch and by kind.
 
-    python3 xtask/judge/split_probe.py --data data/judge --base BASE_DIR [--shifts] \
-        [--restated] [--nearcopy] [--polarity] [--clauses] [--roles] [--exclude LIST] JUDGE_DIR [JUDGE_DIR ...]
+    python3 xtask/judge/split_probe.py --data data/judge --base BASE_DIR [--BATCH ...] \
+        [--exclude LIST] JUDGE_DIR [JUDGE_DIR ...]      (--BATCH: one flag per name of pairs.BATCHES)
 
 JUDGE_DIR holds a judge.json and its ONNX file (models/pair-judge, or a train.py --out
 directory). Each judge scores every test-split pair of the groups read (the first batch,
