@@ -113,6 +113,8 @@ def report(key, second):
 
 
 if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
     if sys.argv[1] == "sample":
         sample(sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5],
                sys.argv[6] if len(sys.argv) > 6 else None, int(sys.argv[7]) if len(sys.argv) > 7 else 29)
