@@ -4,6 +4,7 @@
 
 use std::time::{Duration, Instant};
 
+use dedup_server::ServerConfig;
 use reqwest::StatusCode;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -69,9 +70,9 @@ async fn defect_7_half_sent_headers_are_disconnected() -> anyhow::Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn defect_7_half_sent_bodies_get_408() -> anyhow::Result<()> {
     // The slow clients here send whole headers, so the header timeout keeps its default:
-    // at one second, a machine busy enough to take that long over the well-behaved
-    // request's headers closes its connection instead (a failure seen once in CI).
-    let server = server(10).await?;
+    // at one second, a machine busy enough to stall that long before the well-behaved
+    // request's headers are read can close its connection unanswered (seen once in CI).
+    let server = server(ServerConfig::default().header_timeout_secs).await?;
     let mut streams = Vec::new();
     for _ in 0..SLOW_CLIENTS {
         let mut stream = TcpStream::connect(addr(&server)).await?;
