@@ -16,9 +16,12 @@ use crate::serve::Server;
 use crate::support::{json, memdedup, require_model, run_json, text};
 
 const TOKEN: &str = "client-mode-token-0123";
-/// A decision and a paraphrase of it (cosine 0.968 with the local model), as in memory.rs.
+/// A decision, and the same decision limited in time: another claim at cosine 0.95 with the
+/// local model, which reaches the `decisions` threshold (0.92), so cosine alone would
+/// refuse it and a learned judge that reads the limit holds it for review.
 const DECISION: &str = "We decided to use PostgreSQL as the primary database for the billing service.";
-const DECISION_PARAPHRASE: &str = "We decided to use PostgreSQL as the main database for the billing service.";
+const DECISION_LIMITED: &str =
+    "We decided to use PostgreSQL as the primary database for the billing service until the end of the year.";
 const UNRELATED: &str = "Run the integration tests against a disposable database before every release.";
 const LESSON: &str = "Turns out the flaky test depended on the local timezone of the runner.";
 
@@ -63,7 +66,7 @@ fn steps(dir: &Path) -> Vec<(Vec<String>, String, &'static str)> {
     let candidates = [
         json!({"content": DECISION, "namespace": "decisions"}),
         json!({"content": UNRELATED, "namespace": "patterns", "kind": "pattern"}),
-        json!({"content": DECISION_PARAPHRASE, "namespace": "decisions"}),
+        json!({"content": DECISION_LIMITED, "namespace": "decisions"}),
     ];
     let candidates: String = candidates.iter().map(|c| format!("{c}\n")).collect();
     let transcript = dir.join("transcript.jsonl");
@@ -72,10 +75,10 @@ fn steps(dir: &Path) -> Vec<(Vec<String>, String, &'static str)> {
     let args = |list: &[&str]| list.iter().map(|a| (*a).to_owned()).collect::<Vec<_>>();
     vec![
         (args(&["add", DECISION, "-n", "decisions", "--json"]), String::new(), "checked and stored it"),
-        (args(&["check", DECISION_PARAPHRASE, "-n", "decisions", "--json"]), String::new(), "checked it"),
-        (args(&["check", DECISION_PARAPHRASE, "-n", "decisions"]), String::new(), "checked it"),
+        (args(&["check", DECISION_LIMITED, "-n", "decisions", "--json"]), String::new(), "checked it"),
+        (args(&["check", DECISION_LIMITED, "-n", "decisions"]), String::new(), "checked it"),
         (args(&["check", UNRELATED, "-n", "decisions", "--json"]), String::new(), "checked it"),
-        (args(&["add", DECISION_PARAPHRASE, "-n", "decisions"]), String::new(), "checked and stored it"),
+        (args(&["add", DECISION_LIMITED, "-n", "decisions"]), String::new(), "checked and stored it"),
         (args(&["capture", "--json"]), candidates.clone(), "checked and stored it"),
         (args(&["capture"]), candidates, "checked and stored it"),
         (args(&["hook", "pre-compact"]), input(&transcript), "checked and stored it"),
@@ -120,9 +123,9 @@ fn client_mode_check_add_capture_and_hook_print_what_local_work_prints() {
         list.as_array().expect("an array").iter().map(|m| (m["urn"].clone(), m["content"].clone())).collect::<Vec<_>>()
     };
     assert_eq!(listed(&served), listed(&local));
-    // The decision, the pattern, the lesson, and the paraphrase: the default (learned) judge
-    // reads "primary" / "main" as another claim at a cosine the threshold reaches, so it is
-    // stored and held for review, not refused.
+    // The decision, the pattern, the lesson, and the limited decision: the default (learned)
+    // judge reads another claim at a cosine the threshold reaches, so it is stored and held
+    // for review, not refused.
     assert_eq!(listed(&served).len(), 4, "{:?}", listed(&served));
 
     // A refused token is an error, not a silent switch to the local store.

@@ -7,6 +7,7 @@
 
 use serde_json::Value;
 
+use crate::pairs::unsure_pair;
 use crate::support::{memdedup, require_model, run_json, sqlite_db, temp_file, text};
 
 /// The README's opening pair: 46 and 42 characters, under seed 004's old 50-character
@@ -19,9 +20,6 @@ const NEVER: &str = "Never run the migrations before starting the API server.";
 fn add(db: &str, content: &str) -> Value {
     run_json(db, &["add", content, "--judge", "learned"])
 }
-
-const UNSURE: &str = crate::support::UNSURE_PAIR[0];
-const UNSURE_AGAIN: &str = crate::support::UNSURE_PAIR[1];
 
 #[test]
 #[ignore = "known failure of the shipped model: it reads the pair as another claim (P 0.30; stored, and held for review only because its cosine reaches the threshold); see docs/MODEL.md"]
@@ -136,10 +134,11 @@ fn learned_judge_without_its_model_falls_back_to_cosine_and_says_so() {
 #[test]
 fn learned_add_stores_an_uncertain_pair_and_names_its_likely_duplicate() {
     require_model();
+    let [unsure, unsure_again] = unsure_pair();
     let (_dir, db) = sqlite_db();
-    let first = add(&db, UNSURE);
+    let first = add(&db, unsure);
     let urn = first["urn"].as_str().unwrap().to_owned();
-    let second = add(&db, UNSURE_AGAIN);
+    let second = add(&db, unsure_again);
     let check = &second["check"];
     assert!(second["stored"].is_u64(), "an uncertain pair is stored: {second}");
     assert_eq!((check["judge"].as_str(), check["verdict"].as_str()), (Some("learned"), Some("uncertain")), "{check}");
@@ -150,12 +149,12 @@ fn learned_add_stores_an_uncertain_pair_and_names_its_likely_duplicate() {
     assert!((low - 1e-3..high).contains(&p), "in the band [{low}, {high}): {check}");
     assert!(check["reasons"][0].as_str().unwrap().contains("uncertain band"), "{check}");
 
-    let line = memdedup().args(["--db", &db, "check", UNSURE_AGAIN, "--judge", "learned"]).assert().success();
+    let line = memdedup().args(["--db", &db, "check", unsure_again, "--judge", "learned"]).assert().success();
     let line = text(&line.get_output().stdout);
     assert!(line.starts_with("duplicate of"), "the stored copy is an exact match now: {line}");
     let (_other_dir, other) = sqlite_db();
-    add(&other, UNSURE);
-    let out = memdedup().args(["--db", &other, "add", UNSURE_AGAIN, "--judge", "learned"]).assert().success();
+    add(&other, unsure);
+    let out = memdedup().args(["--db", &other, "add", unsure_again, "--judge", "learned"]).assert().success();
     let line = text(&out.get_output().stdout);
     assert!(line.contains("uncertain: may duplicate memdedup://global/default/1"), "{line}");
 }
@@ -163,9 +162,10 @@ fn learned_add_stores_an_uncertain_pair_and_names_its_likely_duplicate() {
 #[test]
 fn learned_scan_reports_the_uncertain_pair_for_review_and_does_not_group_it() {
     require_model();
+    let [unsure, unsure_again] = unsure_pair();
     let lines = [
-        serde_json::json!({"id": "a", "text": UNSURE}),
-        serde_json::json!({"id": "b", "text": UNSURE_AGAIN}),
+        serde_json::json!({"id": "a", "text": unsure}),
+        serde_json::json!({"id": "b", "text": unsure_again}),
         serde_json::json!({"id": "c", "text": "Deployments to production need two approvals."}),
     ];
     let input: String = lines.iter().map(|l| format!("{l}\n")).collect();
@@ -183,8 +183,9 @@ fn learned_scan_reports_the_uncertain_pair_for_review_and_does_not_group_it() {
 #[test]
 fn learned_dedup_lists_the_uncertain_pair_and_merges_nothing() {
     require_model();
+    let [unsure, unsure_again] = unsure_pair();
     let (_dir, db) = sqlite_db();
-    for text in [UNSURE, UNSURE_AGAIN] {
+    for text in [unsure, unsure_again] {
         run_json(&db, &["add", text, "--judge", "cosine"]);
     }
     // A dry run first (it changes nothing), then the run.
@@ -204,7 +205,8 @@ fn learned_dedup_lists_the_uncertain_pair_and_merges_nothing() {
 #[test]
 fn scan_defaults_to_the_learned_judge_and_a_threshold_alone_asks_for_cosine() {
     require_model();
-    let lines = [serde_json::json!({"id": "a", "text": UNSURE}), serde_json::json!({"id": "b", "text": UNSURE_AGAIN})];
+    let [unsure, unsure_again] = unsure_pair();
+    let lines = [serde_json::json!({"id": "a", "text": unsure}), serde_json::json!({"id": "b", "text": unsure_again})];
     let input: String = lines.iter().map(|l| format!("{l}\n")).collect();
     let (_dir, path) = temp_file("memories.jsonl", input.as_bytes());
     let scan = |extra: &[&str]| {

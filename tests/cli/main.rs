@@ -30,6 +30,7 @@ mod model_cache;
 mod model_unavailable;
 mod nodes_dedup;
 mod output_files;
+mod pairs;
 mod playbook;
 mod readme;
 mod review;

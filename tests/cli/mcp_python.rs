@@ -9,6 +9,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
+use crate::pairs::unsure_pair;
 use crate::serve::Server;
 use crate::support::{cached_tool, require_model, sqlite_db, temp_file};
 
@@ -45,14 +46,15 @@ fn client_script() -> PathBuf {
 /// Runs the client script with `args` and parses what it printed.
 /// The client's JSON report and its stderr.
 fn run_client(args: &[&str]) -> (Value, String) {
-    run_script(&client_script(), args)
+    run_script(&client_script(), args, &[])
 }
 
 /// Runs the Python `script` with `args`; its JSON report and its stderr.
-fn run_script(script: &std::path::Path, args: &[&str]) -> (Value, String) {
+fn run_script(script: &std::path::Path, args: &[&str], envs: &[(&str, &str)]) -> (Value, String) {
     let output = Command::new(python())
         .arg(script)
         .args(args)
+        .envs(envs.iter().copied())
         .env_remove("MEMDEDUP_LOG")
         .env_remove("MEMDEDUP_JUDGE")
         .env_remove("MEMDEDUP_CONFIG")
@@ -173,9 +175,11 @@ fn sampling_script() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/cli/mcp_sampling_client.py")
 }
 
-/// Runs the sampling client with `args`; its JSON report.
+/// Runs the sampling client with `args`, telling it the pair `queue_a_pair` queued (a
+/// duplicate by its label); its JSON report.
 fn run_sampling_client(args: &[&str]) -> Value {
-    run_script(&sampling_script(), args).0
+    let queued = serde_json::to_string(&unsure_pair()).expect("JSON");
+    run_script(&sampling_script(), args, &[("MEMDEDUP_TEST_QUEUED_PAIR", &queued)]).0
 }
 
 /// `[judge] kind = "agent"`: dedup_run asks the client's model through MCP sampling with
@@ -206,11 +210,12 @@ fn assert_agent_judged(out: &Value, db: &str) {
     assert_eq!(queue[0]["status"], "merged", "{queue}");
 }
 
-/// Queues the README's type-hints pair (the learned judge is unsure of it) in `rules`,
-/// for `review_run` to judge.
+/// Queues a paraphrase the learned judge is unsure of (tests/cli/pairs.rs) in `rules`, for
+/// `review_run` to judge.
 fn queue_a_pair(db: &str) {
-    crate::support::run_json(db, &["add", "-n", "rules", "always use type hints for function parameters"]);
-    let added = crate::support::run_json(db, &["add", "-n", "rules", "use type hints on all function parameters"]);
+    let [first, second] = unsure_pair();
+    crate::support::run_json(db, &["add", "-n", "rules", first]);
+    let added = crate::support::run_json(db, &["add", "-n", "rules", second]);
     assert_eq!(added["check"]["verdict"], "uncertain", "{added}");
 }
 

@@ -6,22 +6,13 @@
 use serde_json::{Value, json};
 
 use crate::mcp_support::{HttpServer, McpClient, call_err, call_ok, close, http_client, stdio_client};
+use crate::pairs::review_pairs as pairs;
 use crate::support::{require_model, run_json, sqlite_db};
-
-/// Two pairs the learned judge is unsure of, in `lessons` and `ops`.
-const PAIRS: [(&str, &str, &str); 2] = [
-    ("lessons", "always use type hints for function parameters", "use type hints on all function parameters"),
-    (
-        "ops",
-        "Rotate the API keys every month, and revoke the old keys at once.",
-        "Every month rotate the API keys and revoke the old keys at once.",
-    ),
-];
 
 /// Queues the pairs (through `memdedup add`, whose default judge is the learned one) in
 /// `namespaces` instead of the pairs' own when given.
 fn queue(db: &str, namespaces: [&str; 2]) {
-    for ((_, first, second), namespace) in PAIRS.iter().zip(namespaces) {
+    for ((_, first, second), namespace) in pairs().into_iter().zip(namespaces) {
         run_json(db, &["add", "-n", namespace, first]);
         let added = run_json(db, &["add", "-n", namespace, second]);
         assert_eq!(added["check"]["verdict"], "uncertain", "{added}");
@@ -60,7 +51,7 @@ fn batch<'a>(listed: &'a Value, text: &str) -> (&'a Value, i64, i64) {
 }
 
 fn group(ids: [i64; 2], confidence: f64) -> Value {
-    json!({"ids": ids, "canonical_text": "Use type hints on every function parameter.", "confidence": confidence, "reason": "the same rule"})
+    json!({"ids": ids, "canonical_text": pairs()[0].1, "confidence": confidence, "reason": "the same claim"})
 }
 
 async fn refused(client: &McpClient, batch_id: &Value, response: Value, needle: &str) {
@@ -80,7 +71,7 @@ async fn review_tools_apply_a_valid_verdict_and_refuse_bad_ones_with_nothing_app
     assert_eq!((listed["pending"].as_u64(), listed["left_out"].as_u64()), (Some(2), Some(0)), "{listed}");
     assert!(listed["instructions"].as_str().is_some_and(|i| i.contains("BOOTSTRAP")), "{listed}");
     assert_eq!(listed["response_schema"]["required"], json!(["groups", "no_match_ids", "notes"]));
-    let (lessons, a, b) = batch(&listed, PAIRS[0].1);
+    let (lessons, a, b) = batch(&listed, pairs()[0].1);
     assert_eq!(lessons["mode"], "bootstrap");
     assert_eq!(lessons["candidate_edges"][0]["source_id"], a, "{lessons}");
     let lessons_id = lessons["batch_id"].clone();
@@ -117,7 +108,7 @@ async fn review_tools_apply_a_valid_verdict_and_refuse_bad_ones_with_nothing_app
     let merge_id = decided["decided"][0]["merge_id"].as_i64().expect("a merge id");
     assert_eq!(decided["decided"][0]["decision"], "merge", "{decided}");
     // The other batch: kept apart.
-    let (ops, c, d) = batch(&listed, PAIRS[1].1);
+    let (ops, c, d) = batch(&listed, pairs()[1].1);
     let decided = call_ok(
         &client,
         "review_decide",
@@ -156,10 +147,10 @@ async fn review_tools_keep_a_token_to_its_namespaces() {
     let agent = http_client(&server.mcp_url(), Some("review-agent-token-2")).await.expect("agent");
     let everything = call_ok(&admin, "review_list", json!({})).await;
     assert_eq!(everything["batches"].as_array().map(Vec::len), Some(2), "{everything}");
-    let (other, c, d) = batch(&everything, PAIRS[1].1);
+    let (other, c, d) = batch(&everything, pairs()[1].1);
     let mine = call_ok(&agent, "review_list", json!({})).await;
     assert_eq!((mine["pending"].as_u64(), mine["batches"].as_array().map(Vec::len)), (Some(1), Some(1)), "{mine}");
-    batch(&mine, PAIRS[0].1);
+    batch(&mine, pairs()[0].1);
     let message = call_err(&agent, "review_list", json!({"namespace": "other"}), "forbidden").await;
     assert!(message.contains("may not use namespace"), "{message}");
     let response = json!({"groups": [], "no_match_ids": [c, d]});

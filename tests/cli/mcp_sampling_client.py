@@ -7,11 +7,13 @@ Usage:
 The client declares the `sampling` capability; its sampling callback answers seed 003's
 batches from labels (the pairs below are duplicates, nothing else is). It stores three
 memories, runs dedup_run (the server's judge is `[judge] kind = "agent"`) and review_run
-(a pair queued beforehand), and a second session without a sampling callback tries both. Prints one JSON object with what
+(a pair queued beforehand, named by $MEMDEDUP_TEST_QUEUED_PAIR as a JSON array of its two
+texts: a duplicate by its label), and a second session without a sampling callback tries both. Prints one JSON object with what
 it saw; tests/cli/mcp_python.rs asserts on it.
 """
 
 import json
+import os
 import sys
 
 from mcp import ClientSession, StdioServerParameters
@@ -27,10 +29,7 @@ FIRST = "Update the project documentation after every change to the code."
 RESTATED = "Keep the documentation current whenever the code is modified by anyone."
 OTHER = "The staging database is reset every Sunday night."
 # What the labels say: these two are duplicates; every other pair is not.
-DUPLICATES = [
-    (FIRST, RESTATED),
-    ("always use type hints for function parameters", "use type hints on all function parameters"),
-]
+DUPLICATES = [(FIRST, RESTATED), tuple(json.loads(os.environ["MEMDEDUP_TEST_QUEUED_PAIR"]))]
 
 
 def verdict(batch):

@@ -3,11 +3,14 @@
 
 use serde_json::Value;
 
-use crate::support::{UNSURE_PAIR as UNSURE, memdedup, require_model, run_json, sqlite_db, text};
+use crate::pairs::unsure_pair;
+use crate::support::{memdedup, require_model, run_json, sqlite_db, text};
 
+/// Adds a pair the learned judge is unsure of (tests/cli/pairs.rs) to `namespace`; the ids.
 fn add_pair(db: &str, namespace: &str) -> (i64, i64) {
-    let first = run_json(db, &["add", UNSURE[0], "-n", namespace]);
-    let second = run_json(db, &["add", UNSURE[1], "-n", namespace]);
+    let [first, second] = unsure_pair();
+    let first = run_json(db, &["add", first, "-n", namespace]);
+    let second = run_json(db, &["add", second, "-n", namespace]);
     assert_eq!(second["check"]["verdict"], "uncertain", "{second}");
     (first["stored"].as_i64().expect("stored"), second["stored"].as_i64().expect("stored"))
 }
@@ -34,13 +37,16 @@ fn an_uncertain_add_is_queued_and_merge_goes_through_the_ledger() {
         (Some("pending"), Some("add"), Some("learned"))
     );
     assert_eq!((entry["low"]["id"].as_i64(), entry["high"]["id"].as_i64()), (Some(a), Some(b)));
-    assert_eq!(entry["low"]["text"], UNSURE[0]);
+    assert_eq!(entry["low"]["text"], unsure_pair()[0]);
     assert!(entry["probability"].as_f64().is_some_and(|p| p > 0.0 && p < 1.0), "{entry}");
     assert!(entry["reasons"][0].as_str().is_some_and(|r| r.contains("uncertain band")), "{entry}");
     // The human listing names both texts and how to decide.
     let listed = memdedup().args(["--db", &db, "review"]).assert().success();
     let listed = text(&listed.get_output().stdout);
-    assert!(listed.contains(UNSURE[1]) && listed.contains("memdedup review decide ID merge|apart|skip"), "{listed}");
+    assert!(
+        listed.contains(unsure_pair()[1]) && listed.contains("memdedup review decide ID merge|apart|skip"),
+        "{listed}"
+    );
 
     let id = entry["id"].as_i64().expect("id").to_string();
     let (code, stdout, stderr) = decide(&db, &[&id, "merge"]);
@@ -106,7 +112,8 @@ fn dedup_queues_the_pairs_the_learned_judge_is_unsure_of() {
     let config = dir.path().join("memdedup.toml");
     std::fs::write(&config, "[dedup]\ndefault_threshold = 0.99\njudge = \"cosine\"\n").expect("writable");
     let config = config.display().to_string();
-    for text in [UNSURE[0], UNSURE[1], "Prefer composition over inheritance in new code"] {
+    let [first, second] = unsure_pair();
+    for text in [first, second, "Prefer composition over inheritance in new code"] {
         memdedup().args(["--db", &db, "--config", &config, "add", text, "-n", "lessons"]).assert().success();
     }
     assert!(pending(&db, "lessons").is_empty());

@@ -7,21 +7,13 @@ use std::process::Command;
 use rexpect::session::{PtySession, spawn_command};
 use serde_json::Value;
 
+use crate::pairs::review_pairs as pairs;
 use crate::support::{CLEARED_ENV_VARS, require_model, run_json, sqlite_db};
 
-/// Two pairs the learned judge is unsure of: both are queued for review.
-const PAIRS: [(&str, &str, &str); 2] = [
-    ("lessons", "always use type hints for function parameters", "use type hints on all function parameters"),
-    (
-        "ops",
-        "Rotate the API keys every month, and revoke the old keys at once.",
-        "Every month rotate the API keys and revoke the old keys at once.",
-    ),
-];
-
+/// A store with both review pairs (tests/cli/pairs.rs) queued, lessons first.
 fn queued_db() -> (tempfile::TempDir, String) {
     let (dir, db) = sqlite_db();
-    for (namespace, first, second) in PAIRS {
+    for (namespace, first, second) in pairs() {
         run_json(&db, &["add", "-n", namespace, first]);
         let added = run_json(&db, &["add", "-n", namespace, second]);
         assert_eq!(added["check"]["verdict"], "uncertain", "{added}");
@@ -77,14 +69,13 @@ fn review_in_a_terminal_merges_and_keeps_apart_pair_by_pair() {
     let (_dir, db) = queued_db();
     let mut pty = review_session(&db);
     pty.exp_string("[1/2] review 1").expect("the first pair with its progress");
-    pty.exp_string("[-always-]").expect("the word only the first text has is marked");
-    pty.exp_string("{+all+}").expect("the word only the second text has is marked");
     pty.exp_string("why: learned judge").expect("the judge's reason");
     pty.exp_string("[q] quit > ").expect("the keys");
     press(&mut pty, "m", "merge");
     pty.exp_string("review 1: merged memory 2 into 1 (merge 1").expect("merged");
     pty.exp_string("[2/2] review 2").expect("the second pair");
-    pty.exp_string("[-month,-]").expect("its differences");
+    pty.exp_string("[-month,-]").expect("the word only the first text has is marked");
+    pty.exp_string("{+week,+}").expect("the word only the second text has is marked");
     press(&mut pty, "a", "apart");
     pty.exp_string("review 2: kept apart").expect("kept apart");
     pty.exp_string("all 2 pairs decided; [u] undo last  [q] quit > ").expect("a last chance to undo");

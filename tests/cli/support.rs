@@ -47,10 +47,6 @@ pub const CLEARED_ENV_VARS: [&str; 22] = [
 /// The hint every model-related failure must carry.
 pub const FETCH_MODEL: &str = "cargo xtask fetch-model";
 
-/// A paraphrase the shipped learned judge is unsure of: P(duplicate) about 0.47, in its
-/// uncertain band, at cosine 0.77 (under the default threshold, so the band alone holds it).
-pub const UNSURE_PAIR: [&str; 2] = ["The user drinks coffee without sugar.", "User takes their coffee unsweetened."];
-
 /// The built `memdedup` binary with a clean environment for the threshold and logging.
 pub fn memdedup() -> Command {
     let mut cmd = Command::cargo_bin("memdedup").expect("the memdedup binary is built for integration tests");
@@ -186,7 +182,6 @@ pub fn run_json(db: &str, args: &[&str]) -> Value {
     json(&assert.get_output().stdout)
 }
 
-/// Where the binary finds the model without `MEMDEDUP_MODEL_DIR` (the rule of `ModelDir::locate`).
 /// The installed learned judge's band: (uncertain_threshold, duplicate_threshold).
 pub fn learned_band() -> (f64, f64) {
     let path = installed_model_dir().join("pair_judge.json");
@@ -195,6 +190,7 @@ pub fn learned_band() -> (f64, f64) {
     (settings["uncertain_threshold"].as_f64().unwrap(), settings["duplicate_threshold"].as_f64().unwrap())
 }
 
+/// Where the binary finds the model without `MEMDEDUP_MODEL_DIR` (the rule of `ModelDir::locate`).
 pub fn installed_model_dir() -> std::path::PathBuf {
     use std::path::PathBuf;
     let non_empty = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);

@@ -17,20 +17,9 @@ use std::time::{Duration, Instant};
 use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{Value, json};
 
+use crate::pairs::{HELD_PAIR, unsure_pairs};
 use crate::serve::Server;
 use crate::support::{memdedup, require_model, run_json, sqlite_db, text};
-
-/// Pairs the learned judge is unsure of (each is queued for review when the second is added).
-const TYPE_HINTS: [&str; 2] =
-    ["always use type hints for function parameters", "use type hints on all function parameters"];
-const DATABASE: [&str; 2] = [
-    "We decided to use PostgreSQL as the primary database for the billing service.",
-    "We decided to use PostgreSQL as the main database for the billing service.",
-];
-const KEYS: [&str; 2] = [
-    "Rotate the API keys every month, and revoke the old keys at once.",
-    "Every month rotate the API keys and revoke the old keys at once.",
-];
 
 const ADMIN_TOKEN: &str = "ui-admin-token-0123";
 const LESSONS_TOKEN: &str = "ui-lessons-token-4567";
@@ -184,9 +173,13 @@ async fn screenshot(browser: &Client, name: &str) {
 async fn review_page_in_chromium_decides_undoes_and_keeps_to_the_token() {
     require_model();
     let (dir, db) = sqlite_db();
-    let (hints_a, hints_b, hints) = add_pair(&db, "lessons", TYPE_HINTS);
-    let (db_a, db_b, database) = add_pair(&db, "lessons", DATABASE);
-    let (_, _, keys) = add_pair(&db, "ops", KEYS);
+    // Two paraphrases the learned judge is unsure of (merged below) and a change of period
+    // that cosine alone would merge and the judge does not (kept apart): tests/cli/pairs.rs.
+    let unsure = unsure_pairs(2);
+    let (first_pair, second_pair, keys_pair) = (unsure[0], unsure[1], HELD_PAIR);
+    let (hints_a, hints_b, hints) = add_pair(&db, "lessons", first_pair);
+    let (db_a, db_b, database) = add_pair(&db, "lessons", second_pair);
+    let (_, _, keys) = add_pair(&db, "ops", keys_pair);
     let config = dir.path().join("memdedup.toml");
     std::fs::write(
         &config,
@@ -208,7 +201,7 @@ async fn review_page_in_chromium_decides_undoes_and_keeps_to_the_token() {
     let decide = server.url(&format!("/ui/review/{hints}/decide"));
     let (status, response) = curl(&["-X", "POST", "-d", "decision=merge&csrf=guess", &decide]);
     assert_eq!(status, 401, "{response}");
-    assert!(!response.contains(TYPE_HINTS[0]), "no memory text for a stranger");
+    assert!(!response.contains(first_pair[0]), "no memory text for a stranger");
     let (status, _) =
         curl(&["-X", "POST", "-H", "Origin: http://evil.example", "-d", "token=x", &server.url("/ui/login")]);
     assert_eq!(status, 403, "a login posted from another site");
@@ -236,12 +229,13 @@ async fn review_page_in_chromium_decides_undoes_and_keeps_to_the_token() {
     let pairs = browser.find_all(Locator::Css("section.pair")).await.expect("pairs");
     assert_eq!(pairs.len(), 3);
     let first = format!("section[data-review='{hints}']");
-    let marked = browser.find_all(Locator::Css(&format!("{first} .side:first-child mark"))).await.expect("marks");
+    let held = format!("section[data-review='{keys}']");
+    let marked = browser.find_all(Locator::Css(&format!("{held} .side:first-child mark"))).await.expect("marks");
     let mut words = Vec::new();
     for mark in marked {
         words.push(mark.text().await.expect("text"));
     }
-    assert_eq!(words, ["always", "for"]);
+    assert_eq!(words, ["month,"]);
     screenshot(&browser, "review").await;
 
     // Merge a pair: through the ledger, the newer memory absorbed.
@@ -288,7 +282,7 @@ async fn review_page_in_chromium_decides_undoes_and_keeps_to_the_token() {
     assert!(history.contains("merge") && history.contains("edited"), "{history}");
     screenshot(&browser, "memory").await;
     click_to(&browser, "li.change form.undo button", "ol.history").await;
-    assert_eq!(memory(&db, hints_a)["content"], TYPE_HINTS[0]);
+    assert_eq!(memory(&db, hints_a)["content"], first_pair[0]);
 
     // A token limited to `lessons` sees only it, and cannot decide elsewhere.
     click_to(&browser, "form.signout button", "form.login").await;
@@ -322,7 +316,7 @@ async fn review_page_in_chromium_decides_undoes_and_keeps_to_the_token() {
 
     // The request log holds no memory text.
     let (_, log) = server.stop("TERM");
-    for text in TYPE_HINTS.iter().chain(&DATABASE).chain(&KEYS) {
+    for text in first_pair.iter().chain(&second_pair).chain(&keys_pair) {
         assert!(!log.contains(text), "the log holds {text:?}:\n{log}");
     }
 }
