@@ -456,6 +456,8 @@ def main():
         ap.add_argument(f"--{batch}-negatives", action="store_true",
                         help=f"pair each negative of a {batch} group with every member, train split only "
                              f"(pairs.every_member_negatives with " + (f"pairs.{kinds})" if kinds else f"batch={batch!r})"))
+    ap.add_argument("--repeat-batch", action="append", default=[], metavar="BATCH=N",
+                    help="read the train pairs of a later batch's groups N times (N >= 2), to weigh it up")
     ap.add_argument("--exclude", default=None,
                     help="leave out the groups listed in this file (leak_check.py --write: groups close to "
                          "an evaluation text)")
@@ -518,6 +520,14 @@ def main():
     for batch in BATCH_FLAGS:
         if getattr(args, f"{batch}_negatives") and not getattr(args, batch):
             ap.error(f"--{batch}-negatives pairs the negatives of the {batch} batch: read it with --{batch}")
+    repeats = {}
+    for spec in args.repeat_batch:
+        batch, _, times = spec.partition("=")
+        if batch not in BATCH_FLAGS or not times.isdigit() or int(times) < 2:
+            ap.error(f"--repeat-batch {spec}: give BATCH=N with BATCH one of {', '.join(BATCH_FLAGS)} and N >= 2")
+        if not getattr(args, batch):
+            ap.error(f"--repeat-batch {spec}: read the {batch} batch with --{batch}")
+        repeats[batch] = int(times)
 
     torch.set_num_threads(args.threads)
     random.seed(args.seed)
@@ -539,6 +549,11 @@ def main():
                 groups, split["train"], getattr(pairdata, kinds) if kinds else None, batch=None if kinds else batch)
     if args.all_negatives:
         split["train"] += pairdata.every_member_negatives(groups, split["train"], None)
+    for batch, times in repeats.items():
+        in_batch = {g["group"] for g in groups if g.get("_batch") == batch}
+        extra = [p for p in split["train"] if p["group"] in in_batch]
+        split["train"] += extra * (times - 1)
+        log(f"--repeat-batch {batch}={times}: {len(extra)} train pairs read {times} times")
     if args.augment:
         # Surface variants (train split only): duplicates whose words overlap a lot.
         split["train"] += pairdata.augment_train(groups, seed=args.seed)
@@ -585,7 +600,7 @@ def main():
                                                           "train_neighbours",
                                                           *batch_record_keys(),
                                                           "train_excluded", "train_all_negatives",
-                                                          "train_freeze_layers", "train_fixtures",
+                                                          "train_repeat_batch", "train_freeze_layers", "train_fixtures",
                                                           "train_fixture_repeat", "train_rank_loss", "train_distil")
                        if k in prior_metrics})
         log(f"calibrating the trained model in {args.model} (sha256 {sha256(final)})")
@@ -601,6 +616,7 @@ def main():
                   **{key: getattr(args, key.removeprefix("train_")) for key in batch_record_keys()},
                   "train_excluded": len(excluded) if args.exclude else None,
                   "train_all_negatives": args.all_negatives,
+                  "train_repeat_batch": repeats or None,
                   "train_freeze_layers": args.freeze_layers or None,
                   "train_fixtures": [os.path.basename(f) for f in args.train_fixture] or None,
                   "train_fixture_repeat": args.fixture_repeat if args.train_fixture else None,
