@@ -177,8 +177,8 @@ async fn review_page_in_chromium_decides_undoes_and_keeps_to_the_token() {
     // that cosine alone would merge and the judge does not (kept apart): tests/cli/pairs.rs.
     let unsure = unsure_pairs(2);
     let (first_pair, second_pair, keys_pair) = (unsure[0], unsure[1], HELD_PAIR);
-    let (hints_a, hints_b, hints) = add_pair(&db, "lessons", first_pair);
-    let (db_a, db_b, database) = add_pair(&db, "lessons", second_pair);
+    let (one_a, one_b, one) = add_pair(&db, "lessons", first_pair);
+    let (two_a, two_b, two) = add_pair(&db, "lessons", second_pair);
     let (_, _, keys) = add_pair(&db, "ops", keys_pair);
     let config = dir.path().join("memdedup.toml");
     std::fs::write(
@@ -198,14 +198,14 @@ async fn review_page_in_chromium_decides_undoes_and_keeps_to_the_token() {
     let (status, response) = curl(&[&server.url("/ui/review")]);
     assert_eq!(status, 303, "{response}");
     assert!(response.to_lowercase().contains("location: /ui/login"), "{response}");
-    let decide = server.url(&format!("/ui/review/{hints}/decide"));
+    let decide = server.url(&format!("/ui/review/{one}/decide"));
     let (status, response) = curl(&["-X", "POST", "-d", "decision=merge&csrf=guess", &decide]);
     assert_eq!(status, 401, "{response}");
     assert!(!response.contains(first_pair[0]), "no memory text for a stranger");
     let (status, _) =
         curl(&["-X", "POST", "-H", "Origin: http://evil.example", "-d", "token=x", &server.url("/ui/login")]);
     assert_eq!(status, 403, "a login posted from another site");
-    assert_eq!(review_status(&db, hints), "pending");
+    assert_eq!(review_status(&db, one), "pending");
 
     let driver = Driver::start();
     let browser = driver.browser().await;
@@ -228,7 +228,7 @@ async fn review_page_in_chromium_decides_undoes_and_keeps_to_the_token() {
     browser.goto(&server.url("/ui/review")).await.expect("goto");
     let pairs = browser.find_all(Locator::Css("section.pair")).await.expect("pairs");
     assert_eq!(pairs.len(), 3);
-    let first = format!("section[data-review='{hints}']");
+    let first = format!("section[data-review='{one}']");
     let held = format!("section[data-review='{keys}']");
     let marked = browser.find_all(Locator::Css(&format!("{held} .side:first-child mark"))).await.expect("marks");
     let mut words = Vec::new();
@@ -240,18 +240,24 @@ async fn review_page_in_chromium_decides_undoes_and_keeps_to_the_token() {
 
     // Merge a pair: through the ledger, the newer memory absorbed.
     let notice = click_to(&browser, &format!("{first} button.merge"), ".notice").await;
-    assert!(notice.contains(&format!("Pair {hints}: merged (merge")), "{notice}");
-    assert_eq!(review_status(&db, hints), "merged");
-    assert_eq!(memory(&db, hints_b)["merged_into"], hints_a);
+    assert!(notice.contains(&format!("Pair {one}: merged (merge")), "{notice}");
+    assert_eq!(review_status(&db, one), "merged");
+    assert_eq!(memory(&db, one_b)["merged_into"], one_a);
     // Keep a pair apart.
     let notice = click_to(&browser, &format!("section[data-review='{keys}'] button.apart"), ".notice").await;
     assert!(notice.contains("kept apart"), "{notice}");
     assert_eq!(review_status(&db, keys), "apart");
     // Merge keeping the newer memory.
-    let second = format!("section[data-review='{database}']");
-    browser.find(Locator::Css(&format!("{second} input[value='{db_b}']"))).await.expect("radio").click().await.unwrap();
+    let second = format!("section[data-review='{two}']");
+    browser
+        .find(Locator::Css(&format!("{second} input[value='{two_b}']")))
+        .await
+        .expect("radio")
+        .click()
+        .await
+        .unwrap();
     click_to(&browser, &format!("{second} button.merge"), ".notice").await;
-    assert_eq!(memory(&db, db_a)["merged_into"], db_b);
+    assert_eq!(memory(&db, two_a)["merged_into"], two_b);
     assert_eq!(browser.find_all(Locator::Css("section.pair")).await.unwrap().len(), 0);
 
     // The ledger: undo one merge, then a whole run.
@@ -262,27 +268,27 @@ async fn review_page_in_chromium_decides_undoes_and_keeps_to_the_token() {
         .as_array()
         .expect("merges")
         .iter()
-        .find(|m| m["survivor"] == hints_a)
+        .find(|m| m["survivor"] == one_a)
         .map(|m| m["id"].as_i64().expect("an id"))
         .expect("the merge of the first pair");
     let notice = click_to(&browser, &format!("tr[data-merge='{merge}'] form.undo button"), ".notice").await;
     assert!(notice.contains(&format!("Merge {merge} undone")), "{notice}");
-    assert_eq!(memory(&db, hints_b)["deprecated"], false);
-    assert_eq!(review_status(&db, hints), "apart", "an undone review merge keeps the pair apart");
-    let run = format!("review-{database}");
+    assert_eq!(memory(&db, one_b)["deprecated"], false);
+    assert_eq!(review_status(&db, one), "apart", "an undone review merge keeps the pair apart");
+    let run = format!("review-{two}");
     let notice = click_to(&browser, &format!("section[data-run='{run}'] form.undo-run button"), ".notice").await;
     assert!(notice.contains("Run undone: 1 merge."), "{notice}");
-    assert_eq!(memory(&db, db_a)["deprecated"], false);
+    assert_eq!(memory(&db, two_a)["deprecated"], false);
 
     // A memory's history, and an edit undone from it.
     let edited = "run mypy in strict mode before every commit";
-    memdedup().args(["--db", &db, "edit", &hints_a.to_string(), edited]).assert().success();
-    browser.goto(&server.url(&format!("/ui/memory/{hints_a}"))).await.expect("goto");
+    memdedup().args(["--db", &db, "edit", &one_a.to_string(), edited]).assert().success();
+    browser.goto(&server.url(&format!("/ui/memory/{one_a}"))).await.expect("goto");
     let history = browser.find(Locator::Css("ol.history")).await.expect("history").text().await.unwrap();
     assert!(history.contains("merge") && history.contains("edited"), "{history}");
     screenshot(&browser, "memory").await;
     click_to(&browser, "li.change form.undo button", "ol.history").await;
-    assert_eq!(memory(&db, hints_a)["content"], first_pair[0]);
+    assert_eq!(memory(&db, one_a)["content"], first_pair[0]);
 
     // A token limited to `lessons` sees only it, and cannot decide elsewhere.
     click_to(&browser, "form.signout button", "form.login").await;
@@ -309,7 +315,7 @@ async fn review_page_in_chromium_decides_undoes_and_keeps_to_the_token() {
         &cookie,
         "-d",
         "decision=skip&csrf=0000",
-        &server.url(&format!("/ui/review/{hints}/decide")),
+        &server.url(&format!("/ui/review/{one}/decide")),
     ]);
     assert_eq!(status, 403);
     browser.close().await.expect("the session closes");
