@@ -103,23 +103,61 @@ impl Contrast {
             Contrast::EntitiesDiffer { .. } => CONTRAST_KINDS[7],
         }
     }
+
+    /// The contrast in words with the two sides named (`"the new text"`, `"the stored
+    /// text"`), where [`Display`](fmt::Display) names them by position (`only the first
+    /// text …`, `x vs y` with the first text's `x`): for readers who see the texts in
+    /// another order than they were compared in.
+    pub fn describe(&self, first: &str, second: &str) -> String {
+        Described { contrast: self, sides: Some((first, second)) }.to_string()
+    }
 }
 
 impl fmt::Display for Contrast {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
+        Described { contrast: self, sides: None }.fmt(f)
+    }
+}
+
+/// A contrast in words, its sides named by position (`None`) or by the names given.
+struct Described<'a> {
+    contrast: &'a Contrast,
+    sides: Option<(&'a str, &'a str)>,
+}
+
+impl Described<'_> {
+    /// `only the first text` / `only the new text`.
+    fn only(&self, in_first: bool) -> String {
+        match (self.sides, in_first) {
+            (None, true) => "only the first text".to_owned(),
+            (None, false) => "only the second text".to_owned(),
+            (Some((first, _)), true) => format!("only {first}"),
+            (Some((_, second)), false) => format!("only {second}"),
+        }
+    }
+
+    /// `a vs b`, or `a in the new text, b in the stored text`.
+    fn versus(&self, first: &str, second: &str) -> String {
+        match self.sides {
+            None => format!("{first} vs {second}"),
+            Some((first_side, second_side)) => format!("{first} in {first_side}, {second} in {second_side}"),
+        }
+    }
+}
+
+impl fmt::Display for Described<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.contrast {
             Contrast::SpecificsDiffer { first, second } => {
-                write!(f, "specifics differ: {} vs {}", first.join(", "), second.join(", "))
+                write!(f, "specifics differ: {}", self.versus(&first.join(", "), &second.join(", ")))
             }
-            Contrast::OppositeWords { first, second } => write!(f, "opposite words: {first} vs {second}"),
-            Contrast::NegationFlip { word, in_first } => {
-                write!(f, "only the {} text negates ({word:?})", if *in_first { "first" } else { "second" })
-            }
+            Contrast::OppositeWords { first, second } => write!(f, "opposite words: {}", self.versus(first, second)),
+            Contrast::NegationFlip { word, in_first } => write!(f, "{} negates ({word:?})", self.only(*in_first)),
             Contrast::AddedCondition { marker, in_first } => {
-                write!(f, "only the {} text adds a condition ({marker:?})", if *in_first { "first" } else { "second" })
+                write!(f, "{} adds a condition ({marker:?})", self.only(*in_first))
             }
             Contrast::ScopeNarrowed { word, in_first } => {
-                write!(f, "only the {} text narrows the claim ({word:?})", if *in_first { "first" } else { "second" })
+                write!(f, "{} narrows the claim ({word:?})", self.only(*in_first))
             }
             Contrast::WordsReplaced { first, second } => {
                 // The same words in another place ("every month" moved to the front, two
@@ -130,14 +168,14 @@ impl fmt::Display for Contrast {
                 if moved_first == moved_second {
                     write!(f, "words moved: {}", first.join(" "))
                 } else {
-                    write!(f, "words replaced: {} vs {}", first.join(" "), second.join(" "))
+                    write!(f, "words replaced: {}", self.versus(&first.join(" "), &second.join(" ")))
                 }
             }
             Contrast::WordsAdded { words, in_first } => {
-                write!(f, "only the {} text adds {:?}", if *in_first { "first" } else { "second" }, words.join(" "))
+                write!(f, "{} adds {:?}", self.only(*in_first), words.join(" "))
             }
             Contrast::EntitiesDiffer { first, second } => {
-                write!(f, "entities differ: {} vs {}", first.join(", "), second.join(", "))
+                write!(f, "entities differ: {}", self.versus(&first.join(", "), &second.join(", ")))
             }
         }
     }
@@ -586,6 +624,31 @@ mod tests {
             "Never use SELECT * in production queries.",
         );
         assert!(found.contains(&Contrast::AddedCondition { marker: "except".into(), in_first: true }), "{found:?}");
+    }
+
+    #[test]
+    fn a_contrast_described_with_named_sides_names_each_side() {
+        let named = |a: &str, b: &str| -> Vec<String> {
+            contrast(a, b).iter().map(|c| c.describe("the new text", "the stored text")).collect()
+        };
+        let found = named("Keep request bodies under 5 MB.", "Keep request bodies under 1 MB.");
+        assert!(found.contains(&"specifics differ: 5 in the new text, 1 in the stored text".to_owned()), "{found:?}");
+        let found = named(
+            "Never use SELECT * in production queries except in ad-hoc admin scripts.",
+            "Never use SELECT * in production queries.",
+        );
+        assert!(found.contains(&"only the new text adds a condition (\"except\")".to_owned()), "{found:?}");
+        let found = named(
+            "Run the migrations from inside the API server process.",
+            "Never run the migrations from inside the API server process.",
+        );
+        assert!(found.contains(&"only the stored text negates (\"never\")".to_owned()), "{found:?}");
+        // A move has no sides to name.
+        let found = named(
+            "Rotate the API keys every month, and revoke the old keys at once.",
+            "Every month rotate the API keys and revoke the old keys at once.",
+        );
+        assert_eq!(found, ["words moved: every month"]);
     }
 
     #[test]

@@ -125,6 +125,22 @@ impl PairJudgement {
     pub fn is_duplicate(&self) -> bool {
         self.verdict == PairVerdict::Duplicate
     }
+
+    /// Names the two texts in the reasons that describe a contrast: `only the first text
+    /// negates ("not")` becomes `only the new text negates ("not")`, `specifics differ: 5
+    /// vs 1` becomes `specifics differ: 5 in the new text, 1 in the stored text` (with
+    /// `first` = "the new text", `second` = "the stored text"). For verdicts shown beside
+    /// the texts in another order than the judge read them, or without them.
+    pub fn name_sides(&mut self, first: &str, second: &str) {
+        for contrast in &self.contrasts {
+            let (positional, named) = (contrast.to_string(), contrast.describe(first, second));
+            for reason in &mut self.reasons {
+                if reason.contains(&positional) {
+                    *reason = reason.replace(&positional, &named);
+                }
+            }
+        }
+    }
 }
 
 /// The local judge: deterministic, cheap (a few microseconds per pair on top of the

@@ -206,6 +206,7 @@ impl PairJudgeChoice {
         if cosine >= threshold && cosine < floor {
             // A threshold under the judge's floor: only a veto can keep the pair apart.
             let mut judgement = judge.judge(new, existing, floor);
+            judgement.name_sides(NEW_SIDE, STORED_SIDE);
             judgement.cosine = cosine;
             if judgement.verdict == PairVerdict::Duplicate {
                 let decided =
@@ -218,7 +219,9 @@ impl PairJudgeChoice {
             }
             return judgement;
         }
-        judge.judge(new, existing, cosine)
+        let mut judgement = judge.judge(new, existing, cosine);
+        judgement.name_sides(NEW_SIDE, STORED_SIDE);
+        judgement
     }
 
     /// Judges every candidate at or above [`PairJudgeChoice::floor`] and picks the
@@ -249,6 +252,12 @@ impl PairJudgeChoice {
         decision
     }
 }
+
+/// How a verdict's reasons name the texts it compared (the pair is read new text
+/// first, but a review lists the older memory first).
+const NEW_SIDE: &str = "the new text";
+/// See [`NEW_SIDE`].
+const STORED_SIDE: &str = "the stored text";
 
 /// The cosine judge's verdict at `threshold`.
 fn cosine_judgement(cosine: f32, threshold: f32) -> PairJudgement {
@@ -296,7 +305,9 @@ fn learned_judgements(
     }
     let mut out: Vec<Option<PairJudgement>> = vec![None; existing.len()];
     for (&i, scores) in judged.iter().zip(&scores) {
-        out[i] = Some(settings.judge(new, existing[i].0, scores, existing[i].1));
+        let mut judgement = settings.judge(new, existing[i].0, scores, existing[i].1);
+        judgement.name_sides(NEW_SIDE, STORED_SIDE);
+        out[i] = Some(judgement);
     }
     for i in below {
         out[i] = Some(settings.below_floor(new, existing[i].0, existing[i].1));

@@ -36,6 +36,27 @@ fn added_condition_is_caught_by_the_condition_marker() {
 }
 
 #[test]
+fn named_sides_replace_the_positions_in_every_reason_of_a_contrast() {
+    let mut j = vetoed_by(
+        "The user has a standing 1:1 with their manager every Thursday at 16:00.",
+        "The user has a standing 1:1 with their manager every Thursday at 14:00.",
+        0.994,
+        "specifics_differ",
+    );
+    let before = j.reasons.clone();
+    j.name_sides("the new text", "the stored text");
+    assert_eq!(j.reasons[0], "specifics differ: 16:00 in the new text, 14:00 in the stored text");
+    assert_eq!(j.reasons.len(), before.len());
+    assert!(j.reasons.iter().all(|r| !r.contains(" vs ")), "{:?}", j.reasons);
+    // A duplicate's noted contrasts are named too; its deciding reason is untouched.
+    let mut j = judge(0.55).judge("Keep request bodies under 5 MB.", "Keep request bodies under 1 MB.", 0.97);
+    let reasons = j.reasons.clone();
+    j.name_sides("memory 2", "memory 1");
+    assert_eq!(j.reasons.len(), reasons.len());
+    assert!(j.reasons.iter().any(|r| r.contains("5 in memory 2, 1 in memory 1")), "{:?}", j.reasons);
+}
+
+#[test]
 fn opposite_action_is_caught_by_opposite_words() {
     let j = vetoed_by(
         "When the 50-day moving average crosses above the 200-day on SPY, add to the equity allocation.",

@@ -37,7 +37,13 @@ fn local_judge_vetoes_a_pair_above_the_threshold() {
     assert!(decision.duplicate.is_none(), "{decision:?}");
     let (id, judgement) = decision.nearest.expect("the vetoed pair is reported");
     assert_eq!((id, judgement.verdict), (1, PairVerdict::Related));
-    assert!(judgement.reasons.iter().any(|r| r.contains("14:00") && r.contains("16:00")), "{judgement:?}");
+    // The reasons name which text says what: a review lists the stored memory first.
+    assert!(
+        judgement.reasons.iter().any(|r| r == "specifics differ: 16:00 in the new text, 14:00 in the stored text"),
+        "{judgement:?}"
+    );
+    let single = judge.judge_pair(MOVED, STANDING, 0.99, 0.9);
+    assert_eq!(single.reasons, judgement.reasons);
 }
 
 #[test]
@@ -219,6 +225,18 @@ fn learned_judge_holds_for_review_a_pair_cosine_would_merge() {
     );
     let single = learned(&scorer).judge_pair("new text", "other claim", 0.97, 0.9);
     assert_eq!(single.verdict, PairVerdict::Uncertain, "{single:?}");
+}
+
+#[test]
+fn learned_judge_reasons_name_the_new_and_the_stored_text() {
+    let scorer = Arc::new(FakeScorer::new());
+    let decision = learned(&scorer).decide("other claim at 5 MB", &[candidate(1, 0.97, "other claim at 1 MB")], 0.9);
+    let (_, judgement) = decision.nearest.expect("a nearest");
+    assert!(
+        judgement.reasons.iter().any(|r| r == "noted: specifics differ: 5 in the new text, 1 in the stored text"),
+        "{judgement:?}"
+    );
+    assert!(judgement.reasons.iter().all(|r| !r.contains(" vs ")), "{judgement:?}");
 }
 
 #[test]
