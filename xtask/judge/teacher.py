@@ -3,7 +3,8 @@ logits for pairs a smaller judge can then be fitted to (`train.py --distil FILE`
 
     python3 xtask/judge/teacher.py --data data/judge --base CHECKPOINT --embedder MINILM_DIR \
         --out FILE.jsonl.gz [--layers 6] [--pairs 0] [--lr 4e-5] [--max-minutes 45] \
-        [--neighbours 2] [--siblings] [--save DIR | --load DIR] [--labelled-from FILE]
+        [--neighbours 2] [--siblings] [--save DIR | --load DIR] [--labelled-from FILE] \
+        [--batch NAME]... [--batch-negatives NAME]... [--public-train] [--exclude FILE] [--no-scores]
 
 The teacher has capacity_probe.py's head (mean pooling, four relation logits, the word
 embeddings frozen) and trains one epoch in batches of similar length. It then scores, in the
@@ -21,6 +22,11 @@ runtime's canonical order (the smaller text first):
 kept teacher instead of training one. --labelled-from FILE takes the labelled pairs'
 logits from an earlier file of the same teacher instead of scoring them again, after
 checking on a fixed sample of them that this teacher gives the same logits.
+--batch NAME also trains on a later batch of groups (pairs.BATCHES; DATA.md), --batch-negatives
+NAME pairs each negative of that batch's train groups with every member (as train.py's
+--NAME-negatives), --public-train adds data/judge/public's pairs and --exclude FILE leaves out
+the groups close to an evaluation text (leak_check.py), as train.py does. --no-scores trains
+(and keeps, with --save) and reports the ranking, but scores no train pair into FILE.
 Calib and test pairs and the labelled memory files are never scored into FILE; the
 teacher's own ranking of the test split and of the files' candidates is printed and written
 beside FILE (FILE minus .jsonl.gz, plus .json) with the run's settings.
@@ -154,18 +160,25 @@ TEACHER_SETTINGS = "teacher.json"
 KEPT_SETTINGS = ("layers", "max_len", "seed", "data_sha256")
 
 
-def data_sha256(data_dir):
-    """The sha256 of data/judge's raw groups (what the teacher was trained on)."""
+def data_sha256(data_dir, batches=(), public=False, exclude=None):
+    """The sha256 of what the teacher was trained on: data/judge's raw groups, then each later
+    batch read, the public pairs and the exclusion list when given (raw alone hashes as it
+    always did, so a teacher kept before the later batches still loads)."""
     h = hashlib.sha256()
-    raw = os.path.join(data_dir, "raw")
-    for name in sorted(os.listdir(raw)):
-        with open(os.path.join(raw, name), "rb") as f:
-            h.update(name.encode() + b"\0" + f.read())
+    folders = ["raw"] + list(batches) + (["public"] if public else [])
+    for folder in folders:
+        for name in sorted(os.listdir(os.path.join(data_dir, folder))):
+            with open(os.path.join(data_dir, folder, name), "rb") as f:
+                h.update(((folder + "/") if folder != "raw" else "").encode() + name.encode() + b"\0" + f.read())
+    if exclude:
+        with open(exclude, "rb") as f:
+            h.update(b"exclude\0" + f.read())
     return h.hexdigest()
 
 
 def kept_settings(args):
-    return {"layers": args.layers, "max_len": args.max_len, "seed": args.seed, "data_sha256": data_sha256(args.data),
+    return {"layers": args.layers, "max_len": args.max_len, "seed": args.seed,
+            "data_sha256": data_sha256(args.data, args.batch, args.public_train, args.exclude),
             "checkpoint_sha256": sha256_dir(args.base)}
 
 
@@ -174,7 +187,9 @@ def save_teacher(model, folder, args, steps, seen, train_minutes):
     torch.save(model.state_dict(), os.path.join(folder, TEACHER_WEIGHTS + ".tmp"))
     os.replace(os.path.join(folder, TEACHER_WEIGHTS + ".tmp"), os.path.join(folder, TEACHER_WEIGHTS))
     meta = dict(kept_settings(args), train_steps=steps, train_pairs=seen, train_minutes=round(train_minutes, 1),
-                lr=args.lr, batch_size=args.batch_size)
+                lr=args.lr, batch_size=args.batch_size, batches=args.batch, batch_negatives=args.batch_negatives,
+                public_train=args.public_train, exclude=args.exclude and os.path.basename(args.exclude),
+                sampled_pairs=args.pairs)
     with open(os.path.join(folder, TEACHER_SETTINGS + ".tmp"), "w", encoding="utf-8") as f:
         json.dump(meta, f, indent=1)
     os.replace(os.path.join(folder, TEACHER_SETTINGS + ".tmp"), os.path.join(folder, TEACHER_SETTINGS))
@@ -227,8 +242,21 @@ def main():
     ap.add_argument("--load", default=None, help="score with a teacher kept by --save instead of training one")
     ap.add_argument("--labelled-from", default=None,
                     help="an earlier file of the same teacher: take the labelled pairs' logits from it")
+    ap.add_argument("--batch", action="append", default=[], choices=pairdata.BATCHES,
+                    help="also train on this later batch of groups (repeatable)")
+    ap.add_argument("--batch-negatives", action="append", default=[], choices=pairdata.BATCHES,
+                    help="pair each negative of this batch's train groups with every member (repeatable)")
+    ap.add_argument("--public-train", action="store_true", help="also train on data/judge/public's pairs")
+    ap.add_argument("--exclude", default=None, help="leave out the groups listed in this file (leak_check.py)")
+    ap.add_argument("--no-scores", action="store_true",
+                    help="score no train pair into FILE (train, keep and report only)")
     ap.add_argument("--smoke", action="store_true", help="a tiny slice, to check the pipeline runs")
     args = ap.parse_args()
+    for name in args.batch_negatives:
+        if name not in args.batch:
+            ap.error(f"--batch-negatives {name}: read the batch with --batch {name}")
+    if args.exclude and not os.path.isfile(args.exclude):
+        ap.error(f"--exclude {args.exclude}: no such file (write it with xtask/judge/leak_check.py --write)")
     if not args.out.endswith(".jsonl.gz"):
         sys.exit(f"--out {args.out}: the teacher's file must end in .jsonl.gz")
     if args.save and args.load:
@@ -237,11 +265,17 @@ def main():
     torch.manual_seed(args.seed)
     rng = random.Random(args.seed)
 
-    groups = pairdata.load_groups(args.data)
+    excluded = pairdata.read_excluded(args.exclude) if args.exclude else frozenset()
+    groups = pairdata.load_groups(args.data, batches=args.batch, exclude=excluded)
     if args.smoke:
         groups = groups[:60]
     all_pairs = pairdata.build_pairs(groups, seed=args.seed)
     train = [p for p in all_pairs if p["split"] == "train"]
+    if args.public_train:
+        train += pairdata.load_public_train(args.data)
+    for name in args.batch_negatives:
+        train += pairdata.every_member_negatives(groups, train, None, batch=name)
+    print(f"{len(groups)} groups, {len(train)} train pairs", flush=True)
     fit = random.Random(args.seed).sample(train, args.pairs) if 0 < args.pairs < len(train) else list(train)
     if args.smoke:
         fit, train = fit[:64], train[:128]
@@ -259,6 +293,15 @@ def main():
 
     results = report(lambda ab: score(model, tok, ab, args.max_len), test, args.embedder, smoke=args.smoke)
 
+    if args.no_scores:
+        meta_path = args.out[:-len(".jsonl.gz")] + ".json"
+        with open(meta_path + ".tmp", "w", encoding="utf-8") as f:
+            json.dump({"train_pairs": seen, "train_steps": steps, "train_minutes": round(train_minutes, 1),
+                       "scored": False, "evaluation": results}, f, indent=1)
+            f.write("\n")
+        os.replace(meta_path + ".tmp", meta_path)
+        print(f"wrote {meta_path} (--no-scores: no pair scored into {args.out})", flush=True)
+        return
     labelled = sorted({canonical(p["a"], p["b"]) for p in train})
     siblings = sibling_pairs(groups, train, labelled) if args.siblings else []
     embed = embedder(args.embedder)
