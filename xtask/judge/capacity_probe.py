@@ -35,9 +35,17 @@ from train import dup_log_odds, onnx_logits, optimiser  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+POOLINGS = ("mean", "cls")
+
+
 class Model(nn.Module):
-    def __init__(self, base, layers=0):
+    def __init__(self, base, layers=0, pooling="mean"):
+        """`pooling`: what the relation layer reads, the mean over the pair's tokens ("mean")
+        or the first token's state ("cls")."""
         super().__init__()
+        if pooling not in POOLINGS:
+            raise ValueError(f"pooling {pooling!r}: want one of {', '.join(POOLINGS)}")
+        self.pooling = pooling
         self.encoder = AutoModel.from_pretrained(base)
         if layers:
             # Only the first `layers` transformer layers: less arithmetic per pair.
@@ -48,6 +56,8 @@ class Model(nn.Module):
 
     def forward(self, enc):
         hidden = self.encoder(**enc).last_hidden_state
+        if self.pooling == "cls":
+            return self.head(self.dropout(hidden[:, 0]))
         mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
         return self.head(self.dropout((hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)))
 

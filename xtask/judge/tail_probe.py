@@ -54,7 +54,7 @@ def teacher_judge(folder, base, sets, threads):
     """A kept teacher's decision probabilities over `sets`, and its own threshold."""
     meta, state = read_kept(folder, "--teacher")
     torch.set_num_threads(threads)
-    model = Model(base, meta["layers"])
+    model = Model(base, meta["layers"], meta.get("pooling", "mean"))
     try:
         model.load_state_dict(state)
     except RuntimeError as e:

@@ -4,10 +4,11 @@ logits for pairs a smaller judge can then be fitted to (`train.py --distil FILE`
     python3 xtask/judge/teacher.py --data data/judge --base CHECKPOINT --embedder MINILM_DIR \
         --out FILE.jsonl.gz [--layers 6] [--pairs 0] [--lr 4e-5] [--max-minutes 45] \
         [--neighbours 2] [--siblings] [--save DIR | --load DIR] [--labelled-from FILE] \
-        [--batch NAME]... [--batch-negatives NAME]... [--public-train] [--exclude FILE] [--no-scores]
+        [--batch NAME]... [--batch-negatives NAME]... [--public-train] [--exclude FILE] [--no-scores] \
+        [--pooling mean|cls]
 
-The teacher has capacity_probe.py's head (mean pooling, four relation logits, the word
-embeddings frozen) and trains one epoch in batches of similar length. It then scores, in the
+The teacher has capacity_probe.py's head (mean pooling, or the first token's state with
+--pooling cls; four relation logits; the word embeddings frozen) and trains one epoch in batches of similar length. It then scores, in the
 runtime's canonical order (the smaller text first):
 - every pair of the train split (labelled: the student also has their labels);
 - with --neighbours K, unlabelled pairs a vector search would put before the judge: each
@@ -47,7 +48,7 @@ from transformers import AutoTokenizer
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pairs as pairdata  # noqa: E402
-from capacity_probe import Model, report, score, train_step  # noqa: E402
+from capacity_probe import POOLINGS, Model, report, score, train_step  # noqa: E402
 from cosine_probe import embedder  # noqa: E402
 from train import batches_by_length, canonical, optimiser  # noqa: E402
 from train import load_teacher as read_teacher_file  # noqa: E402
@@ -157,7 +158,9 @@ def train_teacher(model, tok, fit, rng, args):
 TEACHER_WEIGHTS = "teacher.pt"
 TEACHER_SETTINGS = "teacher.json"
 # What a kept teacher must share with the run that loads it.
-KEPT_SETTINGS = ("layers", "max_len", "seed", "data_sha256")
+KEPT_SETTINGS = ("layers", "max_len", "seed", "data_sha256", "pooling")
+# What a teacher kept before a setting existed had.
+KEPT_DEFAULTS = {"pooling": "mean"}
 
 
 def data_sha256(data_dir, batches=(), public=False, exclude=None):
@@ -177,7 +180,7 @@ def data_sha256(data_dir, batches=(), public=False, exclude=None):
 
 
 def kept_settings(args):
-    return {"layers": args.layers, "max_len": args.max_len, "seed": args.seed,
+    return {"layers": args.layers, "max_len": args.max_len, "seed": args.seed, "pooling": args.pooling,
             "data_sha256": data_sha256(args.data, args.batch, args.public_train, args.exclude),
             "checkpoint_sha256": sha256_dir(args.base)}
 
@@ -212,7 +215,7 @@ def load_teacher(model, folder, args):
     meta, state = read_kept(folder, "--load")
     want = kept_settings(args)
     for key in KEPT_SETTINGS + ("checkpoint_sha256",):
-        if meta.get(key) != want[key]:
+        if meta.get(key, KEPT_DEFAULTS.get(key)) != want[key]:
             sys.exit(f"--load {folder}: its {key} is {meta.get(key)!r}, this run's is {want[key]!r}; "
                      "train the teacher again with --save")
     model.load_state_dict(state)
@@ -242,6 +245,8 @@ def main():
     ap.add_argument("--load", default=None, help="score with a teacher kept by --save instead of training one")
     ap.add_argument("--labelled-from", default=None,
                     help="an earlier file of the same teacher: take the labelled pairs' logits from it")
+    ap.add_argument("--pooling", choices=POOLINGS, default="mean",
+                    help="what the relation layer reads: the mean of the pair's tokens, or the first token's state")
     ap.add_argument("--batch", action="append", default=[], choices=pairdata.BATCHES,
                     help="also train on this later batch of groups (repeatable)")
     ap.add_argument("--batch-negatives", action="append", default=[], choices=pairdata.BATCHES,
@@ -283,7 +288,7 @@ def main():
     test = random.Random(args.seed).sample(test, min(2000, len(test)))
 
     tok = AutoTokenizer.from_pretrained(args.base)
-    model = Model(args.base, args.layers)
+    model = Model(args.base, args.layers, args.pooling)
     if args.load:
         steps, seen, train_minutes = load_teacher(model, args.load, args)
     else:
