@@ -8,8 +8,9 @@ logits for pairs a smaller judge can then be fitted to (`train.py --distil FILE`
         [--pooling mean|cls]
 
 The teacher has capacity_probe.py's head (mean pooling, or the first token's state with
---pooling cls; four relation logits; the word embeddings frozen) and trains one epoch in batches of similar length. It then scores, in the
-runtime's canonical order (the smaller text first):
+--pooling cls; four relation logits; the word embeddings frozen) and trains one epoch in
+batches of similar length. It then scores, in the runtime's canonical order (the smaller
+text first):
 - every pair of the train split (labelled: the student also has their labels);
 - with --neighbours K, unlabelled pairs a vector search would put before the judge: each
   train member with its K nearest texts of the other train groups of its domain (cosine by
@@ -338,7 +339,9 @@ def main():
                                 "labelled": k < len(labelled)}, ensure_ascii=False) + "\n")
     os.replace(tmp, args.out)
     meta = {"checkpoint": os.path.basename(os.path.normpath(args.base)), "checkpoint_sha256": sha256_dir(args.base),
-            "layers": args.layers or None, "train_pairs": seen, "train_steps": steps, "lr": args.lr,
+            "layers": args.layers or None, "pooling": args.pooling, "batches": args.batch,
+            "batch_negatives": args.batch_negatives, "public_train": args.public_train,
+            "exclude": args.exclude and os.path.basename(args.exclude), "train_pairs": seen, "train_steps": steps, "lr": args.lr,
             "batch_size": args.batch_size, "max_len": args.max_len, "seed": args.seed,
             "train_minutes": round(train_minutes, 1), "score_minutes": round(score_minutes, 1),
             "labelled_pairs": len(labelled), "unlabelled_pairs": len(unlabelled), "sibling_pairs": len(siblings),
