@@ -186,17 +186,28 @@ def kept_settings(args):
             "checkpoint_sha256": sha256_dir(args.base)}
 
 
+def data_settings(args):
+    """What the teacher was trained on, beyond raw/ (recorded with the kept teacher and the run)."""
+    return {"pooling": args.pooling, "batches": args.batch, "batch_negatives": args.batch_negatives,
+            "public_train": args.public_train, "exclude": args.exclude and os.path.basename(args.exclude),
+            "sampled_pairs": args.pairs}
+
+
+def write_json(path, obj):
+    """`obj` as indented JSON at `path`, through a temporary file and a rename."""
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        json.dump(obj, f, indent=1)
+        f.write("\n")
+    os.replace(path + ".tmp", path)
+
+
 def save_teacher(model, folder, args, steps, seen, train_minutes):
     os.makedirs(folder, exist_ok=True)
     torch.save(model.state_dict(), os.path.join(folder, TEACHER_WEIGHTS + ".tmp"))
     os.replace(os.path.join(folder, TEACHER_WEIGHTS + ".tmp"), os.path.join(folder, TEACHER_WEIGHTS))
-    meta = dict(kept_settings(args), train_steps=steps, train_pairs=seen, train_minutes=round(train_minutes, 1),
-                lr=args.lr, batch_size=args.batch_size, batches=args.batch, batch_negatives=args.batch_negatives,
-                public_train=args.public_train, exclude=args.exclude and os.path.basename(args.exclude),
-                sampled_pairs=args.pairs)
-    with open(os.path.join(folder, TEACHER_SETTINGS + ".tmp"), "w", encoding="utf-8") as f:
-        json.dump(meta, f, indent=1)
-    os.replace(os.path.join(folder, TEACHER_SETTINGS + ".tmp"), os.path.join(folder, TEACHER_SETTINGS))
+    meta = dict(kept_settings(args), **data_settings(args), train_steps=steps, train_pairs=seen,
+                train_minutes=round(train_minutes, 1), lr=args.lr, batch_size=args.batch_size)
+    write_json(os.path.join(folder, TEACHER_SETTINGS), meta)
     print(f"kept the teacher in {folder}", flush=True)
 
 
@@ -299,13 +310,10 @@ def main():
 
     results = report(lambda ab: score(model, tok, ab, args.max_len), test, args.embedder, smoke=args.smoke)
 
+    meta_path = args.out[:-len(".jsonl.gz")] + ".json"
     if args.no_scores:
-        meta_path = args.out[:-len(".jsonl.gz")] + ".json"
-        with open(meta_path + ".tmp", "w", encoding="utf-8") as f:
-            json.dump({"train_pairs": seen, "train_steps": steps, "train_minutes": round(train_minutes, 1),
-                       "scored": False, "evaluation": results}, f, indent=1)
-            f.write("\n")
-        os.replace(meta_path + ".tmp", meta_path)
+        write_json(meta_path, dict(data_settings(args), train_pairs=seen, train_steps=steps,
+                                   train_minutes=round(train_minutes, 1), scored=False, evaluation=results))
         print(f"wrote {meta_path} (--no-scores: no pair scored into {args.out})", flush=True)
         return
     labelled = sorted({canonical(p["a"], p["b"]) for p in train})
@@ -339,9 +347,7 @@ def main():
                                 "labelled": k < len(labelled)}, ensure_ascii=False) + "\n")
     os.replace(tmp, args.out)
     meta = {"checkpoint": os.path.basename(os.path.normpath(args.base)), "checkpoint_sha256": sha256_dir(args.base),
-            "layers": args.layers or None, "pooling": args.pooling, "batches": args.batch,
-            "batch_negatives": args.batch_negatives, "public_train": args.public_train,
-            "exclude": args.exclude and os.path.basename(args.exclude), "train_pairs": seen, "train_steps": steps, "lr": args.lr,
+            "layers": args.layers or None, **data_settings(args), "train_pairs": seen, "train_steps": steps, "lr": args.lr,
             "batch_size": args.batch_size, "max_len": args.max_len, "seed": args.seed,
             "train_minutes": round(train_minutes, 1), "score_minutes": round(score_minutes, 1),
             "labelled_pairs": len(labelled), "unlabelled_pairs": len(unlabelled), "sibling_pairs": len(siblings),
@@ -349,11 +355,7 @@ def main():
             "labelled_from": (os.path.basename(args.labelled_from) if args.labelled_from else None),
             "labelled_from_max_difference": (round(reused, 4) if reused is not None else None),
             "loaded": bool(args.load), "evaluation": results}
-    meta_path = args.out[:-len(".jsonl.gz")] + ".json"
-    with open(meta_path + ".tmp", "w", encoding="utf-8") as f:
-        json.dump(meta, f, indent=1)
-        f.write("\n")
-    os.replace(meta_path + ".tmp", meta_path)
+    write_json(meta_path, meta)
     print(f"wrote {args.out} ({len(canon)} pairs) and {meta_path}", flush=True)
 
 
